@@ -1,0 +1,62 @@
+"""Online learners: pure numpy, no I/O.
+
+``REGISTRY`` maps each learner's ``kind`` to its class; every learner is built as
+``REGISTRY[kind](dim, **params)``. Every public module of this package (and of its
+subpackages) is imported here, so a new algorithm registers itself by defining a
+``Learner`` subclass with a ``kind``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from learners.base import REGISTRY, Learner, Prediction, StepReport
+from learners.codec import decode_state, encode_state
+
+_INFRA = {"base", "codec", "checks", "functional"}
+
+
+def _import_all() -> None:
+    for info in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
+        leaf = info.name.rsplit(".", 1)[-1]
+        if leaf.startswith("_") or leaf in _INFRA or leaf.startswith("test"):
+            continue
+        importlib.import_module(info.name)
+
+
+_import_all()
+
+
+def build(kind: str, dim: int, **params: object) -> Learner:
+    """Build a learner from its spec; ``ValueError`` on an unknown kind or a bad parameter."""
+    try:
+        cls = REGISTRY[kind]
+    except KeyError:
+        raise ValueError(
+            f"unknown learner kind {kind!r}; known kinds: {', '.join(sorted(REGISTRY))}"
+        ) from None
+    unknown = sorted(set(params) - set(cls.param_names()))
+    if unknown:
+        raise ValueError(
+            f"{kind}: unknown parameter(s) {', '.join(map(repr, unknown))};"
+            f" valid: {', '.join(cls.param_names()) or 'none'}"
+        )
+    return cls(dim, **params)
+
+
+def load_state(state: dict) -> Learner:  # type: ignore[type-arg]
+    """Rebuild any registered learner from its ``state()``."""
+    return Learner.from_state(state)
+
+
+__all__ = [
+    "REGISTRY",
+    "Learner",
+    "Prediction",
+    "StepReport",
+    "build",
+    "decode_state",
+    "encode_state",
+    "load_state",
+]

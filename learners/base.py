@@ -1,0 +1,266 @@
+"""The learner contract (design.md, "Learner contract").
+
+Every online learner derives from :class:`Learner` and implements two hooks:
+
+* ``_predict(x, hint) -> Prediction``: no state change;
+* ``_learn(x, y, hint) -> StepReport``: predict with the current state, score, update.
+
+The public ``predict``/``learn`` validate their input first (dimension, finiteness, label), so a
+bad event raises ``ValueError`` before any state is touched.
+
+Hyperparameters are exactly the keyword-only ``__init__`` arguments, stored under the same
+names; learned state lives in attributes ending in ``_`` (scikit-learn convention). So
+``state()`` is mechanical: the params (as JSON) plus every trailing-underscore attribute, and
+``from_state`` rebuilds the learner through ``__init__`` (one code path for construction and
+resumption) and then restores the learned attributes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from learners._constraints import Constraint, Interval, validate
+
+StateValue = np.ndarray | float | int | str
+State = dict[str, StateValue]
+
+#: kind -> learner class; filled by ``Learner.__init_subclass__``.
+REGISTRY: dict[str, type[Learner]] = {}
+
+#: Names that ``state()`` uses for its own bookkeeping.
+_RESERVED = ("kind", "dim", "params")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A point prediction.
+
+    ``value`` is a float for regressors and the class label for classifiers; classifiers
+    also give ``scores`` (the margin for binary learners, one score per class otherwise).
+    """
+
+    value: Any
+    scores: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """What one ``learn`` step did: the prediction made before the update, its loss, and
+    learner-specific diagnostics (a flat ``dict[str, float]``).
+
+    ``loss`` is the squared error ``(prediction - y) ** 2`` for regressors and the 0-1 loss
+    (1.0 on a mistake) for classifiers, so the service can aggregate it without knowing the
+    learner; other losses (hinge, epsilon-insensitive) go into ``diagnostics``.
+    """
+
+    prediction: Any
+    loss: float
+    diagnostics: dict[str, float] = field(default_factory=dict)
+    scores: dict[str, float] | None = None
+
+
+class Learner:
+    """Base class of every online learner; see the module docstring."""
+
+    kind: ClassVar[str] = ""
+    #: ``"regression"`` or ``"classification"``; the service picks metrics by it.
+    task: ClassVar[str] = "regression"
+    #: hyperparameter name -> constraint, checked in ``__init__``.
+    _constraints: ClassVar[dict[str, Constraint]] = {}
+    #: the largest dimension a learner accepts (guards memory: some keep d x d matrices).
+    max_dim: ClassVar[int] = 100_000
+
+    dim: int
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("kind"):
+            if cls.kind in REGISTRY and REGISTRY[cls.kind].__qualname__ != cls.__qualname__:
+                raise TypeError(f"learner kind {cls.kind!r} registered twice")
+            REGISTRY[cls.kind] = cls
+
+    # ---- construction --------------------------------------------------------------------
+    def _init_params(self, dim: int, params: dict[str, Any]) -> None:
+        """Validate ``dim`` and the hyperparameters, then store them under their own names.
+
+        Subclasses call ``self._init_params(dim, locals-without-self)`` first in ``__init__``.
+        """
+        if isinstance(dim, bool) or not isinstance(dim, int | np.integer):
+            raise ValueError(f"{self.kind}: parameter 'dim' must be an integer, got {dim!r}")
+        if not 1 <= int(dim) <= self.max_dim:
+            raise ValueError(
+                f"{self.kind}: parameter 'dim' must be an integer in [1, {self.max_dim}],"
+                f" got {dim!r}"
+            )
+        validate(self.kind, params, self._constraints)
+        self.dim = int(dim)
+        for name, value in params.items():
+            setattr(self, name, value)
+
+    @classmethod
+    def param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY]
+
+    def get_params(self) -> dict[str, Any]:
+        """The hyperparameters, as passed to ``__init__`` (JSON-compatible values)."""
+        return {name: getattr(self, name) for name in self.param_names()}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({self.dim}{', ' if args else ''}{args})"
+
+    # ---- input validation ----------------------------------------------------------------
+    def _check_x(self, x: Any) -> np.ndarray:
+        try:
+            arr = np.asarray(x, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"x must be a vector of numbers: {exc}") from None
+        if arr.ndim != 1 or arr.shape[0] != self.dim:
+            raise ValueError(f"x must have dimension {self.dim}, got shape {tuple(arr.shape)}")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError("x must contain only finite numbers (no NaN or inf)")
+        return arr
+
+    def _check_y(self, y: Any) -> Any:
+        """Validate a label; regressors take a finite float. Classifiers override."""
+        if isinstance(y, bool) or not isinstance(y, numbers_real()):
+            raise ValueError(f"y must be a real number, got {y!r}")
+        yf = float(y)
+        if not math.isfinite(yf):
+            raise ValueError("y must be finite (no NaN or inf)")
+        return yf
+
+    @staticmethod
+    def _check_hint(hint: Any) -> float | None:
+        if hint is None:
+            return None
+        if isinstance(hint, bool) or not isinstance(hint, numbers_real()):
+            raise ValueError(f"hint must be a real number or null, got {hint!r}")
+        h = float(hint)
+        if not math.isfinite(h):
+            raise ValueError("hint must be finite (no NaN or inf)")
+        return h
+
+    # ---- the contract --------------------------------------------------------------------
+    def predict(self, x: Any, *, hint: float | None = None) -> Prediction:
+        """Predict for ``x`` with the current state; changes nothing."""
+        return self._predict(self._check_x(x), self._check_hint(hint))
+
+    def learn(self, x: Any, y: Any, *, hint: float | None = None) -> StepReport:
+        """One round of the online protocol: predict, score against ``y``, update."""
+        xv = self._check_x(x)
+        yv = self._check_y(y)
+        return self._learn(xv, yv, self._check_hint(hint))
+
+    def learn_many(
+        self, X: Any, y: Sequence[Any], *, hints: Sequence[float | None] | None = None
+    ) -> list[StepReport]:
+        """``learn`` on each row in order (sequential semantics, identical to a loop).
+
+        Rows are validated all together first, so one bad row rejects the whole batch
+        and leaves the state untouched.
+        """
+        rows = [self._check_x(x) for x in X]
+        labels = [self._check_y(v) for v in y]
+        hs = [None] * len(rows) if hints is None else [self._check_hint(h) for h in hints]
+        if not len(rows) == len(labels) == len(hs):
+            raise ValueError("X, y and hints must have the same length")
+        return [self._learn(x, v, h) for x, v, h in zip(rows, labels, hs, strict=True)]
+
+    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
+        raise NotImplementedError
+
+    def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
+        raise NotImplementedError
+
+    # ---- state ---------------------------------------------------------------------------
+    def state(self) -> State:
+        """Everything needed to resume: kind, dim, params (JSON) and learned attributes.
+
+        Arrays are copies, so the snapshot is independent of the live learner.
+        """
+        out: State = {
+            "kind": self.kind,
+            "dim": self.dim,
+            "params": json.dumps(self.get_params(), sort_keys=True),
+        }
+        for name, value in vars(self).items():
+            if not name.endswith("_") or name.startswith("_"):
+                continue
+            out[name] = _snapshot_value(name, value)
+        return out
+
+    @classmethod
+    def from_state(cls, state: State) -> Learner:
+        """Rebuild a learner from ``state()``; it continues bit for bit identically."""
+        kind = state.get("kind")
+        target = REGISTRY.get(str(kind)) if cls is Learner else cls
+        if target is None or target.kind != kind:
+            raise ValueError(f"state is for kind {kind!r}, not {cls.kind or 'a known kind'!r}")
+        params = json.loads(str(state["params"]))
+        learner = target(int(state["dim"]), **params)  # type: ignore[arg-type]
+        for name, value in state.items():
+            if name in _RESERVED:
+                continue
+            if not name.endswith("_"):
+                raise ValueError(f"unexpected field {name!r} in {kind} state")
+            setattr(learner, name, value.copy() if isinstance(value, np.ndarray) else value)
+        learner._after_restore()
+        return learner
+
+    def _after_restore(self) -> None:
+        """Hook to rebuild derived caches after ``from_state`` (none by default)."""
+
+    # ---- test hooks (River's ``_unit_test_params``) --------------------------------------
+    @classmethod
+    def _test_params(cls) -> list[dict[str, Any]]:
+        """Small configurations the contract test runs (at least the defaults)."""
+        return [{}]
+
+    @classmethod
+    def _test_stream(cls, dim: int, n: int, seed: int) -> tuple[np.ndarray, list[Any]]:
+        """A seeded stream of ``n`` events suitable for this learner."""
+        rng = np.random.default_rng(seed)
+        X = rng.normal(size=(n, dim)) / np.sqrt(dim)
+        w = rng.normal(size=dim)
+        y = X @ w + 0.1 * rng.normal(size=n)
+        return X, [float(v) for v in y]
+
+    @classmethod
+    def _test_bad_labels(cls) -> list[Any]:
+        """Labels ``learn`` must reject with ``ValueError``."""
+        return [float("nan"), float("inf"), "1.0", None]
+
+    def _test_prepare(self, X: np.ndarray) -> None:
+        """Called by the contract test before streaming ``X`` (e.g. to register a block)."""
+
+
+def numbers_real() -> tuple[type, ...]:
+    return (int, float, np.integer, np.floating)
+
+
+def _snapshot_value(name: str, value: Any) -> StateValue:
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, bool | np.bool_):
+        return int(value)
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        return float(value)
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"learned attribute {name!r} has unsupported type {type(value).__name__}")
+
+
+def positive(name_high: float = math.inf) -> Interval:
+    """Shorthand for a strictly positive real (0, high]."""
+    return Interval(0.0, name_high, closed="right")

@@ -1,0 +1,111 @@
+"""Passive-aggressive regression (Crammer et al. 2006), no intercept.
+
+References
+----------
+Crammer, Dekel, Keshet, Shalev-Shwartz, Singer (2006). Online Passive-Aggressive Algorithms.
+JMLR 7. As restated in ``shared/spec/apas.md`` §1.3 (the APAS paper's eqs. (1)-(3)).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from learners._constraints import Constraint, Interval, Options
+from learners.base import Learner, Prediction, StepReport
+
+
+def pa_step_size(a: float, epsilon: float, sq_norm: float, variant: str, C: float) -> float:
+    """tau_t of PA / PA-I / PA-II for residual size ``a`` (spec §1.3); 0 when passive.
+
+    A zero ``x`` gives tau = 0 for PA and PA-I (the update would not move ``w`` anyway).
+    """
+    excess = a - epsilon
+    if excess <= 0.0:
+        return 0.0
+    if variant == "pa2":
+        return excess / (sq_norm + 1.0 / (2.0 * C))
+    if sq_norm <= 0.0:
+        return 0.0
+    tau = excess / sq_norm
+    return min(C, tau) if variant == "pa1" else tau
+
+
+class PARegressor(Learner):
+    """Passive-aggressive regression with the epsilon-insensitive loss.
+
+    Parameters
+    ----------
+    dim : int
+        Number of features.
+    variant : {"pa", "pa1", "pa2"}, default="pa"
+        PA (hard constraint), PA-I (step clipped at ``C``) or PA-II (squared slack).
+    C : float, default=1.0
+        Aggressiveness, in (0, inf); unused by plain PA.
+    epsilon : float, default=0.1
+        Insensitivity of the loss ``max(0, |w.x - y| - epsilon)``, in [0, inf).
+
+    Attributes
+    ----------
+    w_ : ndarray of shape (dim,)
+        Current weights (start at zero).
+    t_ : int
+        Rounds learned.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> model = PARegressor(3, variant="pa2", C=1.0, epsilon=0.0)
+    >>> w = np.array([1.0, -2.0, 0.5])
+    >>> for _ in range(500):
+    ...     x = rng.normal(size=3)
+    ...     _ = model.learn(x, float(x @ w))
+    >>> print(np.round(model.weights, 2))
+    [ 1.  -2.   0.5]
+
+    References
+    ----------
+    Crammer et al. (2006), JMLR 7; spec ``apas.md`` §1.3.
+    """
+
+    kind: ClassVar[str] = "pa"
+    _constraints: ClassVar[dict[str, Constraint]] = {
+        "variant": Options(("pa", "pa1", "pa2")),
+        "C": Interval(0.0, float("inf"), closed="right"),
+        "epsilon": Interval(0.0, float("inf"), closed="left"),
+    }
+
+    def __init__(self, dim: int, *, variant: str = "pa", C: float = 1.0, epsilon: float = 0.1):
+        self._init_params(dim, {"variant": variant, "C": C, "epsilon": epsilon})
+        self.w_ = np.zeros(self.dim)
+        self.t_ = 0
+
+    @property
+    def weights(self) -> np.ndarray:
+        view = self.w_.view()
+        view.flags.writeable = False
+        return view
+
+    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
+        return Prediction(float(self.w_ @ x))
+
+    def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
+        y_hat = float(self.w_ @ x)
+        e = y_hat - y
+        a = abs(e)
+        tau = pa_step_size(a, self.epsilon, float(x @ x), self.variant, self.C)
+        if tau > 0.0:
+            # eq. (2): w <- w + sign(y - w.x) * tau * x
+            self.w_ = self.w_ - np.sign(e) * tau * x
+        self.t_ += 1
+        return StepReport(
+            prediction=y_hat,
+            loss=e * e,
+            diagnostics={"eps_loss": max(0.0, a - self.epsilon), "tau": tau},
+        )
+
+    @classmethod
+    def _test_params(cls) -> list[dict[str, Any]]:
+        return [{}, {"variant": "pa1", "C": 0.5}, {"variant": "pa2", "epsilon": 0.0}]

@@ -1,0 +1,68 @@
+"""Settings for every onlinepredict process: one class, env prefix ``ONLINEPREDICT_``.
+
+Every variable is listed with its default in ``deploy/.env.example``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="ONLINEPREDICT_", env_ignore_empty=True, extra="ignore", frozen=True
+    )
+
+    # --- Kafka -----------------------------------------------------------------------------
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = (
+        "PLAINTEXT"
+    )
+    kafka_sasl_mechanism: str | None = None  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_ssl_cafile: str | None = None
+    kafka_ssl_certfile: str | None = None
+    kafka_ssl_keyfile: str | None = None
+    events_topic: str = "onlinepredict.events"
+    deadletter_topic: str = "onlinepredict.deadletter"
+    consumer_group: str = "onlinepredict-workers"
+    partitions: int = Field(4, ge=1, le=1024)
+
+    # --- Redis -----------------------------------------------------------------------------
+    redis_url: str = "redis://127.0.0.1:6379/0"  # rediss:// for TLS, user:pass@ for ACL users
+    key_prefix: str = "onlinepredict:"
+
+    # --- worker ----------------------------------------------------------------------------
+    commit_every: int = Field(500, ge=1)  # events between checkpoints: bounds replay on crash
+    commit_interval_s: float = Field(2.0, gt=0)  # seconds between checkpoints
+    history_keep: int = Field(10, ge=0)  # checkpoints kept per model for rollback
+    worker_metrics_port: int = Field(0, ge=0, le=65535)  # 0 = no metrics server
+
+    # --- API -------------------------------------------------------------------------------
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(8000, ge=1, le=65535)
+    api_key: SecretStr | None = None  # when set, required on every write endpoint
+    api_key_on_reads: bool = False
+    prediction_ttl_s: int = Field(86_400, ge=1)  # how long a prediction waits for its label
+    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+    max_dim: int = Field(100_000, ge=1)
+    max_batch: int = Field(10_000, ge=1)
+
+    env: Literal["development", "production"] = "development"
+
+    @model_validator(mode="after")
+    def _check_secrets(self) -> Settings:
+        key = self.api_key.get_secret_value() if self.api_key else None
+        if key == "changethis" and self.env == "production":
+            raise ValueError("ONLINEPREDICT_API_KEY is the placeholder 'changethis'")
+        return self
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

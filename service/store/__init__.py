@@ -1,0 +1,1 @@
+"""Redis persistence: model specs, offset-stamped learner state, prediction joins."""

@@ -1,0 +1,40 @@
+"""Every Redis key string, prefix-aware (design.md, "Checkpoints"). Nothing else builds keys.
+
+``{id}`` is a Redis Cluster hash tag, so one model's keys share a slot.
+
+``model:{id}:state`` is a hash with the fields
+``state`` (codec blob), ``version`` (int, bumped on every write), and the stamp of the last
+event applied: ``partition``, ``offset``, ``event_id``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str = "onlinepredict:"
+
+    def spec(self, model: str) -> str:
+        return f"{self.prefix}model:{{{model}}}:spec"
+
+    def state(self, model: str) -> str:
+        return f"{self.prefix}model:{{{model}}}:state"
+
+    def history(self, model: str) -> str:
+        return f"{self.prefix}model:{{{model}}}:history"
+
+    def seen(self, model: str) -> str:
+        """Recent event ids of a model, for dedupe beyond the offset stamp."""
+        return f"{self.prefix}model:{{{model}}}:seen"
+
+    def prediction(self, model: str, prediction_id: str) -> str:
+        return f"{self.prefix}model:{{{model}}}:prediction:{prediction_id}"
+
+    def models(self) -> str:
+        """Set of all model ids."""
+        return f"{self.prefix}models"
+
+    def partition_models(self, topic: str, partition: int) -> str:
+        return f"{self.prefix}partition-models:{topic}:{partition}"

@@ -1,0 +1,49 @@
+"""The layering rule: learners import only numpy and the standard library."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+FORBIDDEN = ("fastapi", "aiokafka", "redis", "pydantic", "prometheus_client", "service", "clients")
+
+
+def test_importing_learners_pulls_in_no_service_dependency() -> None:
+    code = (
+        "import sys, learners\n"
+        f"bad = [m for m in {FORBIDDEN!r} if m in sys.modules]\n"
+        "assert not bad, bad\n"
+        "print(len(learners.REGISTRY))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.strip()) >= 1
+
+
+def _imported_roots(path: pathlib.Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    roots: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_learners_source_imports_only_numpy_and_stdlib() -> None:
+    allowed = set(sys.stdlib_module_names) | {"numpy", "learners", "__future__"}
+    for path in (ROOT / "learners").rglob("*.py"):
+        bad = _imported_roots(path) - allowed
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_clients_import_neither_learners_nor_service() -> None:
+    for path in (ROOT / "clients").rglob("*.py"):
+        bad = _imported_roots(path) & {"learners", "service"}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
