@@ -3,8 +3,10 @@
 ``{id}`` is a Redis Cluster hash tag, so one model's keys share a slot.
 
 ``model:{id}:state`` is a hash with the fields
-``state`` (codec blob), ``version`` (int, bumped on every write), and the stamp of the last
-event applied: ``partition``, ``offset``, ``event_id``.
+``state`` (codec blob of the learner's ``state()``), ``version`` (int, bumped on every write),
+the stamp of the last event applied: ``partition``, ``offset``, ``event_id``, and the
+per-model event counters ``applied``, ``duplicate``, ``rejected`` (ints, cumulative), so the
+API's ``/metrics`` shows the same figures whichever worker owns the model.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ class Keys:
 
     def prediction(self, model: str, prediction_id: str) -> str:
         return f"{self.prefix}model:{{{model}}}:prediction:{prediction_id}"
+
+    def deadletter_count(self) -> str:
+        """Integer: events sent to the dead-letter topic, all workers together."""
+        return f"{self.prefix}deadletter:count"
 
     def models(self) -> str:
         """Set of all model ids."""
