@@ -1,0 +1,1 @@
+"""Metrics: running learning statistics (checkpointed with the learner) and their exposition."""

@@ -1,0 +1,166 @@
+"""Per-model running statistics behind the learning metrics (cumulative loss, regret,
+tracking error, mistakes, prevalence, portfolio figures).
+
+They are updated by the worker after each applied event and checkpointed with the learner
+state (as one codec blob), so the figures continue exactly after a restart or rebalance and
+are the same whichever worker owns the model. The API's ``/metrics`` reads them back.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from service.metrics.regret import RegretTracker
+
+WINDOW = 100  # events in the sliding tracking-error window
+KLD_EPS_FLOOR = 1e-3  # smoothing of the prevalence KLD (nemsis.md §3.1)
+
+
+class RunningStats:
+    """Running figures of one model; ``figures()`` gives the exported values."""
+
+    def __init__(self, task: str, dim: int, window: int = WINDOW) -> None:
+        self.task = task
+        self.dim = dim
+        self.window = window
+        self.n = 0  # labelled events scored
+        self.loss_sum = 0.0
+        self.sq_err = 0.0
+        self.hinge_sum = 0.0
+        self.mistakes = 0
+        self.positives = 0  # labelled events with y > 0 (quantifiers' true prevalence)
+        self.unlabelled = 0
+        self.log_excess = 0.0  # sum log(1+yhat) - log(1+y), index trackers (ECR)
+        self.turnover = 0.0
+        self.ring = np.zeros(window)  # last squared errors, for the windowed RMSE
+        self.regret = RegretTracker(dim) if task == "regression" else None
+        self.last: dict[str, float] = {}  # the last step's learner diagnostics
+
+    # ---- updating --------------------------------------------------------------------------
+    def update(
+        self, x: np.ndarray, y: Any, prediction: Any, loss: float, diagnostics: dict[str, float]
+    ) -> None:
+        self.last = {k: float(v) for k, v in diagnostics.items() if _finite(v)}
+        if y is None:
+            self.unlabelled += 1
+            return
+        self.n += 1
+        self.loss_sum += float(loss)
+        if self.task == "regression":
+            err = float(prediction) - float(y)
+            self.sq_err += err * err
+            self.ring[(self.n - 1) % self.window] = err * err
+            assert self.regret is not None
+            self.regret.update(x, float(y), float(prediction))
+            if "turnover" in diagnostics:
+                self.turnover += float(diagnostics["turnover"])
+                if prediction > -1.0 and y > -1.0:
+                    self.log_excess += math.log1p(prediction) - math.log1p(y)
+        else:
+            self.mistakes += int(loss > 0)
+            self.positives += int(_is_positive(y))
+            hinge = diagnostics.get("hinge", diagnostics.get("hinge_loss"))
+            if hinge is not None and _finite(hinge):
+                self.hinge_sum += float(hinge)
+
+    # ---- reading ---------------------------------------------------------------------------
+    def figures(self) -> dict[str, float]:
+        """Exported values, by metric suffix (see ``service.metrics.exposition``)."""
+        out: dict[str, float] = {"cumulative_loss": self.loss_sum, "labelled_events": self.n}
+        if self.task == "regression":
+            out["cumulative_regret"] = self.regret.regret() if self.regret else 0.0
+            if self.n:
+                k = min(self.n, self.window)
+                out["rmse"] = math.sqrt(self.sq_err / self.n)
+                out["rmse_window"] = math.sqrt(float(self.ring[:k].sum()) / k)
+                out["tracking_error"] = math.sqrt(self.sq_err) / self.n  # APAS eq. (13)
+            if "turnover" in self.last:
+                out["excess_cumulative_return"] = self.log_excess
+                out["turnover_total"] = self.turnover
+        else:
+            out["mistakes"] = self.mistakes
+            out["cumulative_hinge_loss"] = self.hinge_sum
+            if self.n:
+                out["error_rate"] = self.mistakes / self.n
+                out["true_prevalence"] = self.positives / self.n
+                est = self.last.get("prevalence", self.last.get("prevalence_estimate"))
+                if est is not None:
+                    out["quantification_kld"] = smoothed_kld(
+                        out["true_prevalence"], est, max(self.n, 1)
+                    )
+        return out
+
+    # ---- checkpoint ------------------------------------------------------------------------
+    def state(self) -> dict[str, np.ndarray | float | int | str]:
+        s: dict[str, np.ndarray | float | int | str] = {
+            "task": self.task,
+            "dim": self.dim,
+            "window": self.window,
+            "n": self.n,
+            "loss_sum": self.loss_sum,
+            "sq_err": self.sq_err,
+            "hinge_sum": self.hinge_sum,
+            "mistakes": self.mistakes,
+            "positives": self.positives,
+            "unlabelled": self.unlabelled,
+            "log_excess": self.log_excess,
+            "turnover": self.turnover,
+            "ring": self.ring.copy(),
+            "last_keys": "\x1f".join(self.last),
+            "last_values": np.array(list(self.last.values()), dtype=np.float64),
+        }
+        if self.regret is not None:
+            s.update(
+                A=self.regret.A_.copy(),
+                b=self.regret.b_.copy(),
+                c=self.regret.c_,
+                rloss=self.regret.loss_,
+            )
+        return s
+
+    @classmethod
+    def from_state(cls, s: dict[str, Any]) -> RunningStats:
+        rs = cls(str(s["task"]), int(s["dim"]), int(s["window"]))
+        for name in ("n", "mistakes", "positives", "unlabelled"):
+            setattr(rs, name, int(s[name]))
+        for name in ("loss_sum", "sq_err", "hinge_sum", "log_excess", "turnover"):
+            setattr(rs, name, float(s[name]))
+        rs.ring = np.array(s["ring"], dtype=np.float64)
+        keys = str(s["last_keys"]).split("\x1f") if s["last_keys"] else []
+        rs.last = dict(zip(keys, map(float, s["last_values"]), strict=True))
+        if rs.regret is not None:
+            rs.regret.A_ = np.array(s["A"], dtype=np.float64)
+            rs.regret.b_ = np.array(s["b"], dtype=np.float64)
+            rs.regret.c_ = float(s["c"])
+            rs.regret.loss_ = float(s["rloss"])
+        return rs
+
+
+def smoothed_kld(p: float, p_hat: float, n: int) -> float:
+    """Binary KLD with additive smoothing eps = 1/(2n) (nemsis.md §1.3)."""
+    eps = max(1.0 / (2.0 * n), 0.0) if n else KLD_EPS_FLOOR
+
+    def sm(v: float) -> float:
+        return (v + eps) / (1.0 + 2.0 * eps)
+
+    ps, qs = sm(p), sm(min(max(p_hat, 0.0), 1.0))
+    return ps * math.log(ps / qs) + (1 - ps) * math.log((1 - ps) / (1 - qs))
+
+
+def _finite(v: Any) -> bool:
+    try:
+        return math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def _is_positive(y: Any) -> bool:
+    if isinstance(y, bool):
+        return y
+    try:
+        return float(y) > 0
+    except (TypeError, ValueError):
+        return False
