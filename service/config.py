@@ -5,8 +5,9 @@ Every variable is listed with its default in ``deploy/.env.example``.
 
 from __future__ import annotations
 
+import ssl
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -19,9 +20,7 @@ class Settings(BaseSettings):
 
     # --- Kafka -----------------------------------------------------------------------------
     kafka_bootstrap: str = "127.0.0.1:9092"
-    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = (
-        "PLAINTEXT"
-    )
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     kafka_sasl_mechanism: str | None = None  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
     kafka_sasl_username: str | None = None
     kafka_sasl_password: SecretStr | None = None
@@ -42,6 +41,10 @@ class Settings(BaseSettings):
     commit_interval_s: float = Field(2.0, gt=0)  # seconds between checkpoints
     history_keep: int = Field(10, ge=0)  # checkpoints kept per model for rollback
     worker_metrics_port: int = Field(0, ge=0, le=65535)  # 0 = no metrics server
+    max_poll_records: int = Field(500, ge=1)  # events fetched per poll
+    seen_ids_keep: int = Field(10_000, ge=0)  # recent event ids per model kept for dedupe
+    redis_retry_max_s: float = Field(5.0, gt=0)  # backoff cap while Redis is down
+    topic_replication: int = Field(1, ge=1)  # replication factor when creating topics
 
     # --- API -------------------------------------------------------------------------------
     api_host: str = "127.0.0.1"
@@ -54,6 +57,24 @@ class Settings(BaseSettings):
     max_batch: int = Field(10_000, ge=1)
 
     env: Literal["development", "production"] = "development"
+
+    def kafka_options(self) -> dict[str, Any]:
+        """Connection keyword arguments for aiokafka clients (security passthrough)."""
+        opts: dict[str, Any] = {
+            "bootstrap_servers": self.kafka_bootstrap,
+            "security_protocol": self.kafka_security_protocol,
+        }
+        if self.kafka_sasl_mechanism:
+            opts["sasl_mechanism"] = self.kafka_sasl_mechanism
+            opts["sasl_plain_username"] = self.kafka_sasl_username
+            if self.kafka_sasl_password is not None:
+                opts["sasl_plain_password"] = self.kafka_sasl_password.get_secret_value()
+        if self.kafka_security_protocol in ("SSL", "SASL_SSL"):
+            ctx = ssl.create_default_context(cafile=self.kafka_ssl_cafile)
+            if self.kafka_ssl_certfile:
+                ctx.load_cert_chain(self.kafka_ssl_certfile, self.kafka_ssl_keyfile)
+            opts["ssl_context"] = ctx
+        return opts
 
     @model_validator(mode="after")
     def _check_secrets(self) -> Settings:

