@@ -1,0 +1,351 @@
+"""Exponential weights with a transductive prior, squared loss (spec transductive.md §3, §14).
+
+The design vectors of a block are registered before their labels (``register``); the prior
+N(0, (Y^2/lam) G_T^-1) built from them makes the exponential-weights forecaster collapse to
+VAW with the regulariser lam * G_T (spec §3.1), whose regret is at most
+lam sum y^2 + d Y^2 log(1 + 1/lam), with no dependence on |x| or |theta| (Theorem 1).
+
+References
+----------
+Qian, Rakhlin, Zhivotovskiy, "Refined Risk Bounds for Unbounded Losses via Transductive
+Priors" (arXiv 2410.21621), Thm. 1, Cor. 41; spec ``transductive.md`` §3, §4, §13, §14.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options
+from learners.base import Learner, Prediction, StepReport
+from learners.transductive_core import whitening
+
+_POS = Interval(0.0, math.inf, closed="neither")
+
+
+def _row_key(x: np.ndarray) -> bytes:
+    """Canonical float64 bytes of a vector (-0.0 == 0.0), the registry key of spec §14."""
+    return (np.ascontiguousarray(x, dtype=np.float64) + 0.0).tobytes()
+
+
+class TransductiveRegressor(Learner):
+    """Transductive VAW: exponential weights with a prior built from a registered block.
+
+    Register the block of upcoming design vectors with ``register(vectors)`` (T x d),
+    then ``predict``/``learn`` each of them once, in any order (spec §1.1). A vector that is
+    not in the block, or whose multiplicity is used up, raises ``ValueError`` unless
+    ``fallback="vaw"``, in which case an ordinary (inductive) VAW answers and the report's
+    diagnostic ``transductive`` is 0. The transductive state is never extended mid-block
+    (spec §14): a new ``register`` starts a fresh block with a fresh prior.
+
+    Parameters
+    ----------
+    dim : int
+        Number of features.
+    lam : float or None, default=None
+        Prior strength lambda in the regulariser lam * G_T; ``None`` uses d / T of each block
+        (spec §3.1, "(5)").
+    Y : float, default=1.0
+        Label bound; used only for clipping (the unclipped prediction does not depend on Y).
+    clip : bool, default=False
+        Clip predictions to [-Y, Y] and the labels used in updates (spec §13.4 (a)); labels
+        with |y| > Y are counted either way.
+    mode : {"vaw", "ridge"}, default="vaw"
+        ``"vaw"``: x_t^T (lam G_T + G_t)^-1 b_{t-1} (Theorem 1); ``"ridge"``: transductive
+        ridge x_t^T (lam G_T + G_{t-1})^-1 b_{t-1} (Cor. 41 with ``clip=True``).
+    fallback : {None, "vaw"}, default=None
+        Inductive learner for vectors outside the block: isotropic VAW with ``fallback_lam``.
+        It learns from every labelled event, in the block or not.
+    fallback_lam : float, default=1.0
+        Regulariser of the fallback VAW.
+
+    Attributes
+    ----------
+    block_ : ndarray of shape (T, dim)
+        The registered block, rows sorted (the prior depends on the multiset only).
+    remaining_ : ndarray of shape (T,)
+        1 for block rows not yet labelled, 0 once used.
+    W_ : ndarray of shape (r, dim)
+        Whitening map: W G_T W^T = I_r on range(G_T), r = rank(G_T).
+    M_ : ndarray of shape (r, r)
+        (lam I + sum_{s<t} z_s z_s^T)^-1 in whitened coordinates z = W x.
+    Gt_, bt_ : ndarrays
+        Whitened Gram matrix and sum y z of the labelled prefix of the block.
+    lam_ : float
+        Lambda in force for the current block.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 2)) * [1e-3, 1e3]   # wildly scaled design
+    >>> y = np.clip(X @ [300.0, 2e-4] + 0.1 * rng.normal(size=200), -1, 1)
+    >>> model = TransductiveRegressor(2)
+    >>> model.register(X)["T"]
+    200
+    >>> losses = [model.learn(x, v).loss for x, v in zip(X, y)]
+    >>> print(round(float(np.mean(losses[100:])), 3))
+    0.008
+    >>> rep = model.block_report()
+    >>> bool(0 < rep["cumulative_regret"] < rep["regret_bound"])
+    True
+    >>> model.predict([1.0, 2.0])
+    Traceback (most recent call last):
+    ...
+    ValueError: transductive: x is not in the registered block ...
+
+    References
+    ----------
+    Qian, Rakhlin, Zhivotovskiy (arXiv 2410.21621), Thm. 1; Gaillard et al. (2019), Thm. 7;
+    spec ``transductive.md`` §3.1-§3.4, §14.
+    """
+
+    kind: ClassVar[str] = "transductive"
+    max_dim: ClassVar[int] = 2000
+    #: the largest block ``register`` accepts (the block is part of the state).
+    max_block: ClassVar[int] = 100_000
+    #: refactor M from the Gram matrix every this many rounds (spec §3.4 hygiene).
+    refresh_every: ClassVar[int] = 10_000
+    _constraints: ClassVar[dict[str, Constraint]] = {
+        "lam": NoneOr(_POS),
+        "Y": _POS,
+        "clip": Boolean(),
+        "mode": Options(("vaw", "ridge")),
+        "fallback": NoneOr(Options(("vaw",))),
+        "fallback_lam": _POS,
+    }
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        lam: float | None = None,
+        Y: float = 1.0,
+        clip: bool = False,
+        mode: str = "vaw",
+        fallback: str | None = None,
+        fallback_lam: float = 1.0,
+    ):
+        self._init_params(
+            dim,
+            {
+                "lam": lam,
+                "Y": Y,
+                "clip": clip,
+                "mode": mode,
+                "fallback": fallback,
+                "fallback_lam": fallback_lam,
+            },
+        )
+        d = self.dim
+        self.block_ = np.zeros((0, d))
+        self.remaining_ = np.zeros(0, dtype=np.int64)
+        self.W_ = np.zeros((0, d))
+        self.M_ = np.zeros((0, 0))
+        self.Gt_ = np.zeros((0, 0))
+        self.bt_ = np.zeros(0)
+        self.lam_ = 0.0
+        self.block_t_ = 0
+        self.block_count_ = 0
+        self.block_loss_ = 0.0
+        self.block_sum_y2_ = 0.0
+        self.label_clipped_ = 0
+        self.unregistered_ = 0
+        if fallback is not None:
+            self.fb_P_ = np.eye(d) / fallback_lam
+            self.fb_q_ = np.zeros(d)
+        self._index: dict[bytes, list[int]] = {}
+
+    # ---- block registration (spec §14) -----------------------------------------------
+    def register(self, vectors: Any) -> dict[str, Any]:
+        """Register a block of T upcoming design vectors (T x dim) before their labels.
+
+        Starts a fresh block: new prior lam * G_T, lambda = d / T unless ``lam`` is set.
+        Returns a summary dict; raises ``ValueError`` (state untouched) on a bad block.
+        """
+        X = self._check_block(vectors)
+        # sort the rows: the state depends on the multiset only (spec §13.11, test 5)
+        X = X[np.lexsort(X.T[::-1])] + 0.0
+        T = X.shape[0]
+        previous = int(self.remaining_.sum())
+        lam = float(self.lam) if self.lam is not None else self.dim / T
+        W = whitening(X)
+        r = W.shape[0]
+        self.block_ = X
+        self.remaining_ = np.ones(T, dtype=np.int64)
+        self.W_ = W
+        self.lam_ = lam
+        # whitened: lam G_T -> lam I_r, so M_0 = (lam I)^-1 (spec §3.4)
+        self.M_ = np.eye(r) / lam
+        self.Gt_ = np.zeros((r, r))
+        self.bt_ = np.zeros(r)
+        self.block_t_ = 0
+        self.block_loss_ = 0.0
+        self.block_sum_y2_ = 0.0
+        self.block_count_ += 1
+        self._build_index()
+        return {
+            "block": self.block_count_,
+            "T": T,
+            "d_eff": r,
+            "lam": lam,
+            "mode": self.mode,
+            "distinct": len(self._index),
+            "previous_remaining": previous,
+            "regret_bound": self.regret_bound(),
+        }
+
+    def _check_block(self, vectors: Any) -> np.ndarray:
+        try:
+            X = np.asarray(vectors, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"transductive: vectors must be a T x {self.dim} array: {exc}"
+            ) from None
+        if X.ndim != 2 or X.shape[1] != self.dim:
+            raise ValueError(
+                f"transductive: vectors must have shape (T, {self.dim}), got {tuple(X.shape)}"
+            )
+        if not 1 <= X.shape[0] <= self.max_block:
+            raise ValueError(
+                f"transductive: a block needs 1 to {self.max_block} vectors, got {X.shape[0]}"
+            )
+        if not np.all(np.isfinite(X)):
+            raise ValueError("transductive: vectors must be finite (no NaN or inf)")
+        return X
+
+    def _build_index(self) -> None:
+        index: dict[bytes, list[int]] = {}
+        for i, row in enumerate(self.block_):
+            index.setdefault(_row_key(row), []).append(i)
+        self._index = index
+
+    def _after_restore(self) -> None:
+        self._build_index()
+
+    def _find(self, x: np.ndarray) -> int:
+        """Index of an unused block row equal to ``x``, or -1."""
+        for i in self._index.get(_row_key(x), ()):
+            if self.remaining_[i]:
+                return i
+        return -1
+
+    @property
+    def block_remaining(self) -> int:
+        return int(self.remaining_.sum())
+
+    def regret_bound(self) -> float:
+        """Theorem 1 (or Cor. 41 for clipped ridge) bound for the whole block, |y| <= Y."""
+        T = self.block_.shape[0]
+        if T == 0:
+            return 0.0
+        r = self.W_.shape[0]
+        c = 4.0 if self.mode == "ridge" else 1.0
+        return self.lam_ * T * self.Y**2 + c * r * self.Y**2 * math.log1p(1.0 / self.lam_)
+
+    def block_report(self) -> dict[str, float]:
+        """Cumulative, hindsight (min over theta on the labelled prefix) loss and regret."""
+        hind = self.block_sum_y2_
+        if self.block_t_ > 0:
+            # sum y^2 - b^T G_t^+ b (spec §14); in whitened coordinates G_t = Gt_
+            hind -= float(self.bt_ @ np.linalg.pinv(self.Gt_, hermitian=True) @ self.bt_)
+        hind = max(hind, 0.0)
+        return {
+            "cumulative_loss": self.block_loss_,
+            "hindsight_loss": hind,
+            "cumulative_regret": self.block_loss_ - hind,
+            "regret_bound": self.regret_bound(),
+            "block_t": float(self.block_t_),
+            "block_remaining": float(self.block_remaining),
+        }
+
+    # ---- predictions -----------------------------------------------------------------
+    def _clip(self, v: float) -> float:
+        return min(self.Y, max(-self.Y, v)) if self.clip else v
+
+    def _block_predict(self, z: np.ndarray) -> tuple[float, np.ndarray, float]:
+        Mz = self.M_ @ z
+        s = float(z @ Mz)
+        raw = float(Mz @ self.bt_)
+        if self.mode == "vaw":
+            # z^T (A_{t-1} + z z^T)^-1 b = z^T M b / (1 + z^T M z)  (Sherman-Morrison, §3.1)
+            raw /= 1.0 + s
+        return raw, Mz, s
+
+    def _fallback_predict(self, x: np.ndarray) -> tuple[float, np.ndarray, float]:
+        Px = self.fb_P_ @ x
+        s = float(x @ Px)
+        return float(Px @ self.fb_q_) / (1.0 + s), Px, s
+
+    def _unregistered_error(self) -> ValueError:
+        if self.block_.shape[0] == 0:
+            why = "no block is registered; call register(vectors) first"
+        else:
+            why = "x is not in the registered block (or its multiplicity is used up)"
+        return ValueError(f"transductive: {why}; configure fallback='vaw' to answer anyway")
+
+    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
+        i = self._find(x)
+        if i >= 0:
+            return Prediction(self._clip(self._block_predict(self.W_ @ x)[0]))
+        if self.fallback is None:
+            raise self._unregistered_error()
+        return Prediction(self._clip(self._fallback_predict(x)[0]))
+
+    def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
+        i = self._find(x)
+        if i < 0 and self.fallback is None:
+            raise self._unregistered_error()
+        clipped = abs(y) > self.Y
+        y_upd = self._clip(y)
+        diag: dict[str, float] = {"transductive": float(i >= 0), "label_clipped": float(clipped)}
+        if self.fallback is not None:
+            fb_pred, Px, s_fb = self._fallback_predict(x)
+            self.fb_P_ = self.fb_P_ - np.outer(Px, Px) / (1.0 + s_fb)
+            self.fb_q_ = self.fb_q_ + y_upd * x
+        if i >= 0:
+            z = self.W_ @ x
+            raw, Mz, s = self._block_predict(z)
+            pred = self._clip(raw)
+            self.remaining_[i] = 0
+            self.block_t_ += 1
+            if self.block_t_ % self.refresh_every == 0:
+                self.Gt_ = self.Gt_ + np.outer(z, z)
+                self.M_ = _refactor(self.lam_, self.Gt_)
+            else:
+                self.M_ = self.M_ - np.outer(Mz, Mz) / (1.0 + s)
+                self.Gt_ = self.Gt_ + np.outer(z, z)
+            self.bt_ = self.bt_ + y_upd * z
+            loss = (pred - y) ** 2
+            self.block_loss_ += loss
+            self.block_sum_y2_ += y_upd * y_upd
+            diag["leverage"] = s / (1.0 + s)  # h_t = z^T A_t^-1 z (spec §3.2)
+            diag["block_remaining"] = float(self.block_remaining)
+        else:
+            pred = self._clip(fb_pred)
+            loss = (pred - y) ** 2
+            self.unregistered_ += 1
+        self.label_clipped_ += int(clipped)
+        return StepReport(prediction=pred, loss=loss, diagnostics=diag)
+
+    # ---- contract-test hooks ---------------------------------------------------------
+    def _test_prepare(self, X: np.ndarray) -> None:
+        # the contract test also queries and learns the zero vector: put it in the block
+        self.register(np.vstack([X, np.zeros((1, self.dim))]))
+
+    @classmethod
+    def _test_params(cls) -> list[dict[str, Any]]:
+        return [
+            {},
+            {"mode": "ridge", "clip": True, "Y": 2.0, "lam": 0.1},
+            {"fallback": "vaw", "clip": True},
+        ]
+
+
+def _refactor(lam: float, G: np.ndarray) -> np.ndarray:
+    """(lam I + G)^-1 from scratch, via Cholesky (spec §3.4: refresh every 10^4 rounds)."""
+    L = np.linalg.cholesky(lam * np.eye(G.shape[0]) + G)
+    Linv = np.linalg.inv(L)
+    return Linv.T @ Linv
