@@ -19,34 +19,73 @@ LEARNER_PANELS: list[tuple[str, str, str, str]] = [
     ("Cumulative loss", f"onlinepredict_cumulative_loss{M}", "{{model}}", "short"),
     ("Tracking error (RMSE)", f"onlinepredict_rmse{M}", "{{model}} {{scope}}", "short"),
     ("Tracking error (APAS TE)", f"onlinepredict_tracking_error{M}", "{{model}}", "short"),
-    ("Events applied / s", f'rate(onlinepredict_events_total{{model=~"$model",outcome="applied"}}[1m])',
-     "{{model}}", "ops"),
-    ("Ensemble weight per discount factor", f"onlinepredict_ensemble_weight{M}",
-     "{{model}} expert {{expert}}", "percentunit"),
+    (
+        "Events applied / s",
+        f'rate(onlinepredict_events_total{{model=~"$model",outcome="applied"}}[1m])',
+        "{{model}}",
+        "ops",
+    ),
+    (
+        "Ensemble weight per discount factor",
+        f"onlinepredict_ensemble_weight{M}",
+        "{{model}} expert {{expert}}",
+        "percentunit",
+    ),
     ("APAS epsilon", f"onlinepredict_apas_epsilon{M}", "{{model}}", "short"),
-    ("Prevalence estimate", f"onlinepredict_prevalence_estimate{M}",
-     "{{model}} class {{class}}", "percentunit"),
+    (
+        "Prevalence estimate",
+        f"onlinepredict_prevalence_estimate{M}",
+        "{{model}} class {{class}}",
+        "percentunit",
+    ),
     ("Portfolio turnover", f"onlinepredict_turnover{M}", "{{model}}", "short"),
     ("Mistakes", f"onlinepredict_mistakes_total{M}", "{{model}}", "short"),
 ]
 
 SERVICE_PANELS: list[tuple[str, str, str, str]] = [
-    ("Throughput (events/s)", "sum by (outcome) (rate(onlinepredict_events_total[1m]))",
-     "{{outcome}}", "ops"),
-    ("HTTP latency p50 / p99",
-     "histogram_quantile(0.99, sum by (le, route) "
-     "(rate(onlinepredict_http_request_duration_seconds_bucket[1m])))", "p99 {{route}}", "s"),
-    ("HTTP requests / s", "sum by (route, status) "
-     "(rate(onlinepredict_http_request_duration_seconds_count[1m]))",
-     "{{route}} {{status}}", "reqps"),
-    ("Update latency p99", "histogram_quantile(0.99, sum by (le) "
-     "(rate(onlinepredict_update_seconds_bucket[1m])))", "p99", "s"),
-    ("Checkpoint latency p99", "histogram_quantile(0.99, sum by (le) "
-     "(rate(onlinepredict_checkpoint_seconds_bucket[1m])))", "p99", "s"),
-    ("Consumer lag", "sum by (partition) (onlinepredict_consumer_lag)", "partition {{partition}}",
-     "short"),
-    ("Checkpoint age", "max by (instance) (onlinepredict_checkpoint_age_seconds)",
-     "{{instance}}", "s"),
+    (
+        "Throughput (events/s)",
+        "sum by (outcome) (rate(onlinepredict_events_total[1m]))",
+        "{{outcome}}",
+        "ops",
+    ),
+    (
+        "HTTP latency p50 / p99",
+        "histogram_quantile(0.99, sum by (le, route) "
+        "(rate(onlinepredict_http_request_duration_seconds_bucket[1m])))",
+        "p99 {{route}}",
+        "s",
+    ),
+    (
+        "HTTP requests / s",
+        "sum by (route, status) (rate(onlinepredict_http_request_duration_seconds_count[1m]))",
+        "{{route}} {{status}}",
+        "reqps",
+    ),
+    (
+        "Update latency p99",
+        "histogram_quantile(0.99, sum by (le) (rate(onlinepredict_update_seconds_bucket[1m])))",
+        "p99",
+        "s",
+    ),
+    (
+        "Checkpoint latency p99",
+        "histogram_quantile(0.99, sum by (le) (rate(onlinepredict_checkpoint_seconds_bucket[1m])))",
+        "p99",
+        "s",
+    ),
+    (
+        "Consumer lag",
+        "sum by (partition) (onlinepredict_consumer_lag)",
+        "partition {{partition}}",
+        "short",
+    ),
+    (
+        "Checkpoint age",
+        "max by (instance) (onlinepredict_checkpoint_age_seconds)",
+        "{{instance}}",
+        "s",
+    ),
     ("Dead letters", "max(onlinepredict_deadletter_total)", "dead letters", "short"),
 ]
 
@@ -63,24 +102,29 @@ def _panel(i: int, title: str, expr: str, legend: str, unit: str) -> dict:  # ty
     }
 
 
-def dashboard(uid: str, title: str, panels: list[tuple[str, str, str, str]],
-              with_model: bool) -> dict:  # type: ignore[type-arg]
+def dashboard(
+    uid: str, title: str, panels: list[tuple[str, str, str, str]], with_model: bool
+) -> dict:  # type: ignore[type-arg]
     templating: list[dict] = []  # type: ignore[type-arg]
     if with_model:
-        templating.append({
-            "name": "model",
-            "label": "Model",
-            "type": "query",
-            "datasource": DS,
-            "query": {"query": "label_values(onlinepredict_events_total, model)",
-                      "refId": "model"},
-            "definition": "label_values(onlinepredict_events_total, model)",
-            "includeAll": True,
-            "multi": True,
-            "current": {"text": "All", "value": "$__all"},
-            "allValue": ".*",
-            "refresh": 2,
-        })
+        templating.append(
+            {
+                "name": "model",
+                "label": "Model",
+                "type": "query",
+                "datasource": DS,
+                "query": {
+                    "query": "label_values(onlinepredict_events_total, model)",
+                    "refId": "model",
+                },
+                "definition": "label_values(onlinepredict_events_total, model)",
+                "includeAll": True,
+                "multi": True,
+                "current": {"text": "All", "value": "$__all"},
+                "allValue": ".*",
+                "refresh": 2,
+            }
+        )
     return {
         "uid": uid,
         "title": title,
