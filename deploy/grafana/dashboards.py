@@ -21,7 +21,7 @@ LEARNER_PANELS: list[tuple[str, str, str, str]] = [
     ("Tracking error (APAS TE)", f"onlinepredict_tracking_error{M}", "{{model}}", "short"),
     (
         "Events applied / s",
-        f'rate(onlinepredict_events_total{{model=~"$model",outcome="applied"}}[1m])',
+        'rate(onlinepredict_events_total{model=~"$model",outcome="applied"}[1m])',
         "{{model}}",
         "ops",
     ),

@@ -78,9 +78,8 @@ def test_dockerfile_runs_as_non_root_with_real_commands() -> None:
     }
     if importlib.util.find_spec("service.cli") is None:
         raise AssertionError("service/cli.py is missing")
-    from typer.main import get_command
-
     from service.cli import app
+    from typer.main import get_command
 
     cli = get_command(app)
     known = set(cli.commands)  # type: ignore[attr-defined]
