@@ -1,0 +1,325 @@
+"""Discounted Vovk-Azoury-Warmuth regression (Jacobsen & Cutkosky 2024, Alg. 1).
+
+The module also holds the stacked O(d^2) kernel shared by ``vaw``, ``rls``,
+``dvaw-ensemble`` and ``dvaw-sa``: every function works on N experts at once
+(``P`` of shape (N, d, d), ``v`` of shape (N, d), one discount per expert), so an
+ensemble updates all its experts in one vectorised computation (spec §3.5, last bullet).
+
+References
+----------
+A. Jacobsen, A. Cutkosky (2024). Online Linear Regression in Dynamic Environments via
+Discounting. ICML 2024, arXiv 2405.19175 (``shared/seeds/discounted-vaw-dynamic-regret.txt``);
+spec ``shared/spec/discounted_vaw.md`` §3.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+
+from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options
+from learners.base import Learner, Prediction, StepReport, positive
+
+#: production regulariser floor relative to lambda (spec §3.7 item 3)
+DEFAULT_FLOOR_RATIO = 1e-6
+#: refresh period K of the stabilised mode (spec §3.7 item 2)
+DEFAULT_REFRESH = 64
+
+
+def clip(z: Any, lo: float, hi: float) -> Any:
+    """Clip_[lo,hi](z) (spec §0); a degenerate interval lo == hi returns lo."""
+    return np.minimum(np.maximum(z, lo), hi)
+
+
+class Begin(NamedTuple):
+    """Quantities of spec §3.5 computed from x_t before the hint (all shape (N,) or (N, d))."""
+
+    g: np.ndarray  # P_{t-1} x_t
+    q: np.ndarray  # x^T P_{t-1} x
+    c: np.ndarray  # gamma + q
+    rho: np.ndarray  # q / c = x^T Sigma_t^{-1} x in [0, 1)
+    mu: np.ndarray  # RLS a-priori prediction x^T v_{t-1}
+
+
+class Stack(NamedTuple):
+    """The learned state of N discounted-VAW experts (spec §10)."""
+
+    P: np.ndarray  # (N, d, d) Sigma_t^{-1}
+    v: np.ndarray  # (N, d) Sigma_t^{-1} theta_{t+1} (the forgetting-factor RLS estimate)
+    Sigma: np.ndarray  # (N, d, d) Sigma_t
+    theta: np.ndarray  # (N, d) theta_{t+1}
+    ridge: np.ndarray  # (N,) r_t, the ridge level inside Sigma_t
+    logdet: np.ndarray  # (N,) ln det Sigma_t by the O(1) recursion
+
+
+def fresh_stack(n: int, dim: int, lam: float) -> Stack:
+    """Sigma_0 = lam I, theta_1 = 0 (Alg. 1 initialisation), so P_0 = I / lam, v_0 = 0."""
+    eye = np.eye(dim)
+    return Stack(
+        P=np.tile(eye / lam, (n, 1, 1)),
+        v=np.zeros((n, dim)),
+        Sigma=np.tile(eye * lam, (n, 1, 1)),
+        theta=np.zeros((n, dim)),
+        ridge=np.full(n, float(lam)),
+        logdet=np.full(n, dim * math.log(lam)),
+    )
+
+
+def begin(P: np.ndarray, v: np.ndarray, x: np.ndarray, gamma: np.ndarray) -> Begin:
+    """Spec §3.5 first half: g, q, c, rho, mu for every expert (no state change)."""
+    g = P @ x
+    q = g @ x
+    c = gamma + q
+    return Begin(g=g, q=q, c=c, rho=q / c, mu=v @ x)
+
+
+def hinted(b: Begin, hint: Any) -> np.ndarray:
+    """y_hat = mu + rho (hint - mu) = <x_t, w_t> (spec §3.5; Alg. 1 with the O(d^2) form)."""
+    return b.mu + b.rho * (hint - b.mu)
+
+
+def commit(
+    s: Stack,
+    b: Begin,
+    x: np.ndarray,
+    y: float,
+    gamma: np.ndarray,
+    log_gamma: np.ndarray,
+) -> Stack:
+    """Spec §3.5 second half: the RLS a-posteriori update; the hint never enters (§3.2)."""
+    ci = 1.0 / b.c
+    v = s.v + (b.g * ci[:, None]) * (y - b.mu)[:, None]  # v_t = v_{t-1} + k_t (y_t - mu_t)
+    # P_t = (P_{t-1} - g g^T / c) / gamma, then symmetrised (§3.7 item 1)
+    P = (s.P - (b.g[:, :, None] * b.g[:, None, :]) * ci[:, None, None]) / gamma[:, None, None]
+    P = 0.5 * (P + P.transpose(0, 2, 1))
+    Sigma = gamma[:, None, None] * s.Sigma + np.outer(x, x)  # Sigma_t = gamma Sigma + x x^T
+    theta = gamma[:, None] * s.theta + y * x  # theta_{t+1} = gamma theta_t + y_t x_t
+    dim = x.shape[0]
+    # ln det Sigma_t = ln det Sigma_{t-1} + d ln gamma + ln(1 + q/gamma)
+    logdet = s.logdet + dim * log_gamma + np.log1p(b.q / gamma)
+    return Stack(P, v, Sigma, theta, s.ridge * gamma, logdet)
+
+
+def unhealthy(s: Stack, b: Begin) -> np.ndarray:
+    """Spec §3.7 item 1 guard: c <= 0 or non-finite, or a bad diagonal of P."""
+    diag = np.diagonal(s.P, axis1=1, axis2=2)
+    bad_c = ~np.isfinite(b.c) | (b.c <= 0.0)
+    bad_p = ~np.all(np.isfinite(diag) & (diag > 0.0), axis=1) | ~np.all(np.isfinite(s.v), axis=1)
+    return np.asarray(bad_c | bad_p)
+
+
+def refresh(s: Stack, idx: np.ndarray, floor: float) -> tuple[Stack, int]:
+    """Recompute P = Sigma^{-1}, v = Sigma^{-1} theta for experts ``idx`` (spec §3.7 item 2).
+
+    With ``floor`` > 0, a ridge level below it is lifted to it first (§3.7 item 3).
+    Returns the new stack and how many experts had their floor lifted.
+    """
+    if idx.size == 0:
+        return s, 0
+    P, v, Sigma, ridge, logdet = s.P.copy(), s.v.copy(), s.Sigma.copy(), s.ridge.copy(), s.logdet
+    logdet = logdet.copy()
+    dim = P.shape[1]
+    eye = np.eye(dim)
+    lifted = 0
+    if floor > 0.0:
+        low = idx[ridge[idx] < floor]
+        if low.size:
+            Sigma[low] += (floor - ridge[low])[:, None, None] * eye
+            ridge[low] = floor
+            lifted = int(low.size)
+    sub = Sigma[idx]
+    try:
+        chol = np.linalg.cholesky(sub)
+        inv_l = np.linalg.inv(chol)
+        P[idx] = inv_l.transpose(0, 2, 1) @ inv_l
+        logdet[idx] = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
+    except np.linalg.LinAlgError:
+        # Sigma lost definiteness to round-off: invert on its eigenvalues, floored.
+        w, V = np.linalg.eigh(sub)
+        w = np.maximum(w, max(floor, np.finfo(float).tiny))
+        P[idx] = (V / w[:, None, :]) @ V.transpose(0, 2, 1)
+        logdet[idx] = np.log(w).sum(axis=1)
+    P[idx] = 0.5 * (P[idx] + P[idx].transpose(0, 2, 1))
+    v[idx] = np.einsum("nij,nj->ni", P[idx], s.theta[idx])
+    return Stack(P, v, Sigma, s.theta, ridge, logdet), lifted
+
+
+def stabilise(s: Stack, b: Begin, due: np.ndarray, floor: float) -> tuple[Stack, int, int]:
+    """Refresh experts that are ``due`` or fail the guard -> (stack, refreshed, lifted)."""
+    idx = np.flatnonzero(due | unhealthy(s, b))
+    s, lifted = refresh(s, idx, floor)
+    return s, int(idx.size), lifted
+
+
+def resolve_floor(lam: float, stabilised: bool, lambda_floor: float | None) -> float:
+    """The effective regulariser floor: 0 in exact mode, default 1e-6 lam when stabilised."""
+    if not stabilised:
+        return 0.0
+    return DEFAULT_FLOOR_RATIO * lam if lambda_floor is None else float(lambda_floor)
+
+
+def stack_attrs(obj: Any) -> Stack:
+    return Stack(obj.P_, obj.v_, obj.Sigma_, obj.theta_, obj.ridge_, obj.logdet_)
+
+
+def set_stack_attrs(obj: Any, s: Stack) -> None:
+    obj.P_, obj.v_, obj.Sigma_, obj.theta_, obj.ridge_, obj.logdet_ = s
+
+
+STABILISER_CONSTRAINTS: dict[str, Constraint] = {
+    "stabilised": Boolean(),
+    "refresh": Interval(1, float("inf"), integer=True),
+    "lambda_floor": NoneOr(Interval(0.0, float("inf"))),
+}
+
+
+class DiscountedVAW(Learner):
+    """Discounted Vovk-Azoury-Warmuth forecaster with a fixed discount (Alg. 1, O(d^2) form).
+
+    Each round: Sigma_t = gamma Sigma_{t-1} + x x^T, w_t = Sigma_t^{-1}(hint x_t + gamma theta_t),
+    predict <x_t, w_t>, then theta_{t+1} = gamma theta_t + y_t x_t. Implemented as the
+    forgetting-factor RLS update with the label replaced by the hint (spec §3.5).
+
+    Parameters
+    ----------
+    dim : int
+        Number of features (add an intercept feature yourself; the model has no bias).
+    gamma : float, default=0.99
+        Discount factor in (0, 1]; gamma = 1 with ``hint="zero"`` is classic VAW.
+    lam : float, default=1.0
+        Regulariser lambda > 0 (it is discounted too: gamma^t lam, spec §3.2).
+    hint : {"zero", "self", "external"}, default="zero"
+        The hint y~_t (spec §3.6): ``"zero"`` uses 0; ``"self"`` the self-confident clipped
+        hint Clip_B(mu_t) with B_t = [y_{t-1} - M_t, y_{t-1} + M_t]; ``"external"`` the
+        event's ``hint`` (0 when an event has none).
+    stabilised : bool, default=True
+        Spec §3.7: guard plus periodic Cholesky refresh of P from (Sigma, theta) and a
+        regulariser floor. ``False`` is the exact paper recursion (it can overflow when
+        a feature direction is not excited for ~709/ln(1/gamma) rounds).
+    refresh : int, default=64
+        Refresh period K of the stabilised mode.
+    lambda_floor : float or None, default=None
+        Floor of the decaying ridge level at refreshes; None means 1e-6 * lam.
+
+    Attributes
+    ----------
+    P_ : ndarray of shape (1, dim, dim)
+        Sigma_t^{-1}.
+    v_ : ndarray of shape (1, dim)
+        Sigma_t^{-1} theta_{t+1}, the forgetting-factor RLS estimate.
+    Sigma_, theta_ : ndarray
+        Sigma_t and theta_{t+1} kept for the refresh.
+    ridge_, logdet_ : ndarray of shape (1,)
+        Ridge level inside Sigma_t and ln det Sigma_t.
+    t_ : int
+        Rounds learned.
+    M_, y_prev_ : float
+        Running max |y_s - y_{s-1}| and the last label (self-confident hint range).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> model = DiscountedVAW(2, gamma=0.95)
+    >>> for t in range(400):
+    ...     u = np.array([1.0, -1.0]) if t < 200 else np.array([-1.0, 2.0])
+    ...     x = rng.normal(size=2)
+    ...     _ = model.learn(x, float(x @ u))
+    >>> print(np.round(model.weights, 2))
+    [-1.  2.]
+
+    References
+    ----------
+    Jacobsen & Cutkosky (2024), Alg. 1, Prop. A.1; spec ``discounted_vaw.md`` §3.
+    """
+
+    kind: ClassVar[str] = "dvaw"
+    _constraints: ClassVar[dict[str, Constraint]] = {
+        "gamma": Interval(0.0, 1.0, closed="right"),
+        "lam": positive(),
+        "hint": Options(("zero", "self", "external")),
+        **STABILISER_CONSTRAINTS,
+    }
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        gamma: float = 0.99,
+        lam: float = 1.0,
+        hint: str = "zero",
+        stabilised: bool = True,
+        refresh: int = DEFAULT_REFRESH,
+        lambda_floor: float | None = None,
+    ):
+        self._init_params(
+            dim,
+            {
+                "gamma": gamma,
+                "lam": lam,
+                "hint": hint,
+                "stabilised": stabilised,
+                "refresh": refresh,
+                "lambda_floor": lambda_floor,
+            },
+        )
+        self._gamma = np.array([float(gamma)])
+        self._log_gamma = np.log(self._gamma)
+        self._floor = resolve_floor(float(lam), stabilised, lambda_floor)
+        set_stack_attrs(self, fresh_stack(1, self.dim, float(lam)))
+        self.t_ = 0
+        self.M_ = 0.0
+        self.y_prev_ = 0.0
+        self.refreshes_ = 0
+
+    @property
+    def weights(self) -> np.ndarray:
+        """v_t: the weights the next round starts from (w_t for a zero-leverage x)."""
+        view = self.v_[0].view()
+        view.flags.writeable = False
+        return view
+
+    def _hint_value(self, b: Begin, hint: float | None) -> float:
+        if self.hint == "self":
+            # fixed point of the circular self-confident hint (spec §3.6): Clip_B(mu_t)
+            return float(clip(b.mu[0], self.y_prev_ - self.M_, self.y_prev_ + self.M_))
+        if self.hint == "external" and hint is not None:
+            return hint
+        return 0.0
+
+    def _forecast(self, x: np.ndarray, hint: float | None) -> tuple[Begin, float, float]:
+        b = begin(self.P_, self.v_, x, self._gamma)
+        h = self._hint_value(b, hint)
+        return b, h, float(hinted(b, h)[0])
+
+    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
+        return Prediction(self._forecast(x, hint)[2])
+
+    def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
+        b, h, y_hat = self._forecast(x, hint)
+        s = commit(stack_attrs(self), b, x, y, self._gamma, self._log_gamma)
+        self.t_ += 1
+        if self.stabilised:
+            due = np.array([self.t_ % self.refresh == 0])
+            s, n_ref, _ = stabilise(s, b, due, self._floor)
+            self.refreshes_ += n_ref
+        set_stack_attrs(self, s)
+        self.M_ = max(self.M_, abs(y - self.y_prev_))
+        self.y_prev_ = float(y)
+        err = y_hat - y
+        return StepReport(
+            prediction=y_hat,
+            loss=err * err,
+            diagnostics={"hint": h, "leverage": float(b.rho[0]), "rls_prediction": float(b.mu[0])},
+        )
+
+    @classmethod
+    def _test_params(cls) -> list[dict[str, Any]]:
+        return [
+            {},
+            {"gamma": 0.9, "hint": "self", "lam": 0.5},
+            {"gamma": 1.0, "hint": "external", "stabilised": False},
+            {"gamma": 0.8, "refresh": 3, "lambda_floor": 0.1},
+        ]

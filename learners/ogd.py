@@ -1,0 +1,86 @@
+"""Online gradient descent on the squared loss (baseline of spec §7.2).
+
+References
+----------
+Zinkevich (2003), Online Convex Programming and Generalized Infinitesimal Gradient Ascent;
+spec ``shared/spec/discounted_vaw.md`` §7.2.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from learners._constraints import Constraint, Options
+from learners.base import Learner, Prediction, StepReport, positive
+
+
+class OGD(Learner):
+    """Online gradient descent for linear regression: w <- w + eta_t (y - <w, x>) x, w_1 = 0.
+
+    Parameters
+    ----------
+    dim : int
+        Number of features.
+    lr : float, default=0.01
+        Step size eta (``"constant"``) or eta_0 (``"sqrt"``: eta_t = eta_0 / sqrt(t)), > 0.
+    schedule : {"constant", "sqrt"}, default="constant"
+        Step-size schedule.
+
+    Attributes
+    ----------
+    w_ : ndarray of shape (dim,)
+        Current weights.
+    t_ : int
+        Rounds learned.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> model = OGD(3, lr=0.05)
+    >>> w = np.array([1.0, -2.0, 0.5])
+    >>> for _ in range(2000):
+    ...     x = rng.normal(size=3)
+    ...     _ = model.learn(x, float(x @ w))
+    >>> print(np.round(model.weights, 2))
+    [ 1.  -2.   0.5]
+
+    References
+    ----------
+    Zinkevich (2003); spec ``discounted_vaw.md`` §7.2.
+    """
+
+    kind: ClassVar[str] = "ogd"
+    _constraints: ClassVar[dict[str, Constraint]] = {
+        "lr": positive(),
+        "schedule": Options(("constant", "sqrt")),
+    }
+
+    def __init__(self, dim: int, *, lr: float = 0.01, schedule: str = "constant"):
+        self._init_params(dim, {"lr": lr, "schedule": schedule})
+        self.w_ = np.zeros(self.dim)
+        self.t_ = 0
+
+    @property
+    def weights(self) -> np.ndarray:
+        view = self.w_.view()
+        view.flags.writeable = False
+        return view
+
+    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
+        return Prediction(float(self.w_ @ x))
+
+    def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
+        y_hat = float(self.w_ @ x)
+        self.t_ += 1
+        eta = self.lr if self.schedule == "constant" else self.lr / math.sqrt(self.t_)
+        self.w_ = self.w_ + eta * (y - y_hat) * x  # gradient step on (y - <w,x>)^2 / 2
+        err = y_hat - y
+        return StepReport(prediction=y_hat, loss=err * err, diagnostics={"lr": eta})
+
+    @classmethod
+    def _test_params(cls) -> list[dict[str, Any]]:
+        return [{}, {"lr": 0.1, "schedule": "sqrt"}]

@@ -1,0 +1,97 @@
+"""Recursive least squares with an exponential forgetting factor (baseline of spec §7.2).
+
+References
+----------
+Haykin, Adaptive Filter Theory, ch. 10 (exponentially weighted RLS); spec
+``shared/spec/discounted_vaw.md`` §3.5 (the same recursion is the discounted-VAW core).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from learners._constraints import Constraint, Interval
+from learners.base import Learner, Prediction, StepReport, positive
+from learners.dvaw import begin, commit, fresh_stack, set_stack_attrs, stack_attrs
+
+
+class RLS(Learner):
+    """Exponentially weighted recursive least squares, a-priori prediction mu_t = x^T v_{t-1}.
+
+    v_t minimises sum_{s<=t} forgetting^{t-s} (y_s - x_s^T w)^2 / 2 + forgetting^t delta |w|^2 / 2,
+    i.e. P_0 = I / delta. The plain recursion (symmetrised) is used: with forgetting < 1 and a
+    feature direction that is never excited, P grows like forgetting^{-t} (no safeguard here;
+    use ``dvaw`` with ``hint="self"`` for the stabilised equivalent).
+
+    Parameters
+    ----------
+    dim : int
+        Number of features.
+    forgetting : float, default=0.99
+        Forgetting factor in (0, 1].
+    delta : float, default=1.0
+        Initial ridge > 0 (P_0 = I / delta).
+
+    Attributes
+    ----------
+    P_ : ndarray of shape (1, dim, dim)
+        Inverse of the discounted covariance.
+    v_ : ndarray of shape (1, dim)
+        Current estimate.
+    Sigma_, theta_, ridge_, logdet_ : ndarray
+        Discounted covariance, label sum, ridge level, ln det.
+    t_ : int
+        Rounds learned.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> model = RLS(2, forgetting=0.95)
+    >>> for t in range(400):
+    ...     u = np.array([1.0, -1.0]) if t < 200 else np.array([-1.0, 2.0])
+    ...     x = rng.normal(size=2)
+    ...     _ = model.learn(x, float(x @ u))
+    >>> print(np.round(model.weights, 2))
+    [-1.  2.]
+
+    References
+    ----------
+    Spec ``discounted_vaw.md`` §3.5 and §7.2.
+    """
+
+    kind: ClassVar[str] = "rls"
+    _constraints: ClassVar[dict[str, Constraint]] = {
+        "forgetting": Interval(0.0, 1.0, closed="right"),
+        "delta": positive(),
+    }
+
+    def __init__(self, dim: int, *, forgetting: float = 0.99, delta: float = 1.0):
+        self._init_params(dim, {"forgetting": forgetting, "delta": delta})
+        self._gamma = np.array([float(forgetting)])
+        self._log_gamma = np.log(self._gamma)
+        set_stack_attrs(self, fresh_stack(1, self.dim, float(delta)))
+        self.t_ = 0
+
+    @property
+    def weights(self) -> np.ndarray:
+        view = self.v_[0].view()
+        view.flags.writeable = False
+        return view
+
+    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
+        return Prediction(float(self.v_[0] @ x))
+
+    def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
+        b = begin(self.P_, self.v_, x, self._gamma)
+        y_hat = float(b.mu[0])
+        set_stack_attrs(self, commit(stack_attrs(self), b, x, y, self._gamma, self._log_gamma))
+        self.t_ += 1
+        err = y_hat - y
+        return StepReport(prediction=y_hat, loss=err * err)
+
+    @classmethod
+    def _test_params(cls) -> list[dict[str, Any]]:
+        return [{}, {"forgetting": 0.9, "delta": 0.5}, {"forgetting": 1.0}]

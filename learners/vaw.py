@@ -1,0 +1,92 @@
+"""The Vovk-Azoury-Warmuth forecaster (Vovk 2001; Azoury & Warmuth 2001).
+
+References
+----------
+Spec ``shared/spec/discounted_vaw.md`` §2 (Eq. 1); Jacobsen & Cutkosky (2024) §2.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from learners._constraints import Constraint
+from learners.base import Learner, Prediction, StepReport, positive
+from learners.dvaw import begin, commit, fresh_stack, set_stack_attrs, stack_attrs
+
+
+class VAW(Learner):
+    """Vovk-Azoury-Warmuth forecaster: online ridge that includes the current x_t.
+
+    w_t = (lam I + sum_{s<=t} x_s x_s^T)^{-1} sum_{s<t} y_s x_s and y_hat = <x_t, w_t>
+    (Eq. 1), computed in O(d^2) per round as mu_t / (1 + x^T A_{t-1}^{-1} x) (spec §2).
+
+    Parameters
+    ----------
+    dim : int
+        Number of features.
+    lam : float, default=1.0
+        Ridge regulariser lambda > 0.
+
+    Attributes
+    ----------
+    P_ : ndarray of shape (1, dim, dim)
+        (lam I + sum_{s<=t} x_s x_s^T)^{-1}.
+    v_ : ndarray of shape (1, dim)
+        The online ridge estimate P_ theta.
+    Sigma_, theta_, ridge_, logdet_ : ndarray
+        The covariance, label sum, ridge level and ln det of the covariance.
+    t_ : int
+        Rounds learned.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> model = VAW(3)
+    >>> w = np.array([1.0, -2.0, 0.5])
+    >>> for _ in range(500):
+    ...     x = rng.normal(size=3)
+    ...     _ = model.learn(x, float(x @ w))
+    >>> print(np.round(model.weights, 2))
+    [ 1.  -2.   0.5]
+
+    References
+    ----------
+    Vovk (2001); Azoury & Warmuth (2001); spec ``discounted_vaw.md`` §2, Thm 2.1.
+    """
+
+    kind: ClassVar[str] = "vaw"
+    _constraints: ClassVar[dict[str, Constraint]] = {"lam": positive()}
+
+    def __init__(self, dim: int, *, lam: float = 1.0):
+        self._init_params(dim, {"lam": lam})
+        self._gamma = np.ones(1)
+        self._log_gamma = np.zeros(1)
+        set_stack_attrs(self, fresh_stack(1, self.dim, float(lam)))
+        self.t_ = 0
+
+    @property
+    def weights(self) -> np.ndarray:
+        view = self.v_[0].view()
+        view.flags.writeable = False
+        return view
+
+    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
+        b = begin(self.P_, self.v_, x, self._gamma)
+        return Prediction(float(b.mu[0] * (1.0 - b.rho[0])))  # mu / (1 + q), spec §2
+
+    def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
+        b = begin(self.P_, self.v_, x, self._gamma)
+        y_hat = float(b.mu[0] * (1.0 - b.rho[0]))
+        set_stack_attrs(self, commit(stack_attrs(self), b, x, y, self._gamma, self._log_gamma))
+        self.t_ += 1
+        err = y_hat - y
+        return StepReport(
+            prediction=y_hat, loss=err * err, diagnostics={"leverage": float(b.rho[0])}
+        )
+
+    @classmethod
+    def _test_params(cls) -> list[dict[str, Any]]:
+        return [{}, {"lam": 0.3}]
