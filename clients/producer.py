@@ -1,0 +1,187 @@
+"""Kafka producer helper: events in design.md's JSON, keyed by model id, batched.
+
+The key is the model id, so all of a model's events land on one partition (single writer).
+Each event gets a uuid4 ``id`` where it has none: that id is the worker's idempotency key,
+so re-sending after a failure can never double-apply an event. The producer is *not*
+Kafka-idempotent (the testbed broker lacks it); correctness relies on the event ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from clients._vectors import as_label, as_labels, as_matrix, as_vector
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+EVENTS_TOPIC = "onlinepredict.events"
+
+
+def default_bootstrap() -> str:
+    """``ONLINEPREDICT_KAFKA_BOOTSTRAP`` or ``127.0.0.1:9092``."""
+    return os.environ.get("ONLINEPREDICT_KAFKA_BOOTSTRAP") or DEFAULT_BOOTSTRAP
+
+
+def default_topic() -> str:
+    return os.environ.get("ONLINEPREDICT_EVENTS_TOPIC") or EVENTS_TOPIC
+
+
+def make_event(
+    model: str,
+    x: Any,
+    y: Any = None,
+    *,
+    id: str | None = None,
+    ts: float | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """One event as design.md's JSON: ``{"model", "id", "x", "y", "ts"}`` plus extra fields.
+
+    Examples
+    --------
+    >>> e = make_event("m", [1, 2], True, id="e1", ts=0.0)
+    >>> e
+    {'model': 'm', 'id': 'e1', 'x': [1.0, 2.0], 'y': 1, 'ts': 0.0}
+    >>> len(make_event("m", [0.5])["id"])  # a uuid4 where none is given
+    36
+    """
+    vector = as_vector(x)
+    if not all(math.isfinite(v) for v in vector):
+        raise ValueError("feature vector contains NaN or inf")
+    event = {
+        "model": model,
+        "id": id or str(uuid.uuid4()),
+        "x": vector,
+        "y": as_label(y),
+        "ts": time.time() if ts is None else float(ts),
+    }
+    event.update(extra)
+    return event
+
+
+def encode_event(event: Mapping[str, Any]) -> bytes:
+    """The wire value: compact UTF-8 JSON (NaN/inf refused, as the worker would reject them)."""
+    return json.dumps(event, separators=(",", ":"), allow_nan=False).encode()
+
+
+class EventProducer:
+    """Produce events to ``onlinepredict.events`` with aiokafka.
+
+    Parameters
+    ----------
+    bootstrap : str, optional
+        Broker addresses; default ``ONLINEPREDICT_KAFKA_BOOTSTRAP`` or ``127.0.0.1:9092``.
+    topic : str, optional
+        Default ``ONLINEPREDICT_EVENTS_TOPIC`` or ``onlinepredict.events``.
+    linger_ms : int, default=5
+        How long aiokafka waits to fill a batch.
+    max_batch_size : int, default=262144
+        Bytes per partition batch.
+    **kafka : Any
+        Passed to ``AIOKafkaProducer`` (``security_protocol``, ``sasl_mechanism``,
+        ``sasl_plain_username``, ``sasl_plain_password``, ``ssl_context``, ...).
+
+    Examples
+    --------
+    >>> import asyncio, numpy as np
+    >>> async def main():
+    ...     async with EventProducer("127.0.0.1:9092") as producer:
+    ...         ids = await producer.send_many("demo", np.eye(3), [1.0, 2.0, 3.0])
+    ...     return len(ids)
+    >>> asyncio.run(main())  # doctest: +SKIP
+    3
+    """
+
+    def __init__(
+        self,
+        bootstrap: str | None = None,
+        *,
+        topic: str | None = None,
+        linger_ms: int = 5,
+        max_batch_size: int = 256 * 1024,
+        **kafka: Any,
+    ) -> None:
+        self.bootstrap = bootstrap or default_bootstrap()
+        self.topic = topic or default_topic()
+        self._options = {
+            "linger_ms": linger_ms,
+            "max_batch_size": max_batch_size,
+            "acks": "all",
+            "enable_idempotence": False,  # the testbed broker lacks it; ids dedupe instead
+            **kafka,
+        }
+        self._producer: Any = None
+
+    async def start(self) -> None:
+        try:
+            from aiokafka import AIOKafkaProducer
+        except ImportError as exc:  # pragma: no cover - aiokafka is a core dependency
+            raise RuntimeError("the Kafka producer needs aiokafka: pip install aiokafka") from exc
+        self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, **self._options)
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+
+    async def __aenter__(self) -> EventProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def _require(self) -> Any:
+        if self._producer is None:
+            raise RuntimeError("EventProducer not started: use 'async with' or await start()")
+        return self._producer
+
+    async def send_event(self, event: Mapping[str, Any]) -> asyncio.Future[Any]:
+        """Queue one prepared event (see `make_event`); returns the delivery future."""
+        return await self._require().send(
+            self.topic, value=encode_event(event), key=str(event["model"]).encode()
+        )
+
+    async def send(
+        self, model: str, x: Any, y: Any = None, *, id: str | None = None, **extra: Any
+    ) -> str:
+        """Send one event and wait for the broker's acknowledgement; returns its id."""
+        event = make_event(model, x, y, id=id, **extra)
+        await (await self.send_event(event))
+        return event["id"]
+
+    async def send_many(
+        self,
+        model: str,
+        X: Any,
+        y: Any = None,
+        *,
+        ids: Iterable[str | None] | None = None,
+    ) -> list[str]:
+        """Send a batch (2-d array, DataFrame, rows) and wait for all acknowledgements.
+
+        ``y`` None sends unlabelled vectors. Returns the event ids in order.
+        """
+        rows = as_matrix(X)
+        labels = as_labels(y, len(rows))
+        id_list = list(ids) if ids is not None else [None] * len(rows)
+        if len(id_list) != len(rows):
+            raise ValueError(f"got {len(id_list)} ids for {len(rows)} vectors")
+        events = [
+            make_event(model, row, label, id=eid)
+            for row, label, eid in zip(rows, labels, id_list, strict=True)
+        ]
+        futures = [await self.send_event(e) for e in events]
+        await asyncio.gather(*futures)
+        return [e["id"] for e in events]
+
+    async def flush(self) -> None:
+        """Wait until every queued event is delivered."""
+        await self._require().flush()
