@@ -26,6 +26,7 @@ class ModelSnapshot:
     counters: dict[str, int] = field(default_factory=dict)
     figures: dict[str, float] = field(default_factory=dict)
     diagnostics: dict[str, float] = field(default_factory=dict)
+    holdings: list[tuple[str, float]] = field(default_factory=list)  # index trackers only
 
 
 # figure name -> (metric suffix, help, extra labels)

@@ -1,0 +1,7 @@
+from __future__ import annotations
+
+"""The built-in live dashboard (``GET /dashboard``) for the embedded stack."""
+
+from service.dashboard.router import router
+
+__all__ = ["router"]

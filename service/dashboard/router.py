@@ -1,0 +1,81 @@
+"""Routes of the built-in dashboard: the page, its assets and its JSON feed.
+
+The charting library (uPlot) is installed from npm at build time into
+``service/dashboard/node_modules`` (``make setup``) and served from here: no CDN.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import FileResponse, HTMLResponse
+
+from service.metrics.snapshots import read_snapshots
+from service.store.keys import Keys
+
+HERE = pathlib.Path(__file__).parent
+STATIC = HERE / "static"
+VENDOR = HERE / "node_modules" / "uplot" / "dist"
+VENDOR_FILES = {"uPlot.iife.min.js", "uPlot.min.css"}
+STATIC_FILES = {"dashboard.js", "dashboard.css"}
+
+router = APIRouter(tags=["dashboard"])
+
+
+def _redis(request: Request) -> Any:
+    return request.app.state.redis
+
+
+def _keys(request: Request) -> Keys:
+    return Keys(request.app.state.settings.key_prefix)
+
+
+@router.get("/dashboard", response_class=HTMLResponse, include_in_schema=False)
+async def dashboard_page() -> HTMLResponse:
+    """The live dashboard page."""
+    if not (VENDOR / "uPlot.iife.min.js").exists():
+        return HTMLResponse(
+            "<p>The dashboard's charting library is not installed: run <code>make setup</code>"
+            " (it runs <code>npm install</code> in service/dashboard).</p>",
+            status_code=503,
+        )
+    return HTMLResponse((STATIC / "index.html").read_text())
+
+
+@router.get("/dashboard/static/{name}", include_in_schema=False)
+async def dashboard_static(name: str) -> FileResponse:
+    if name not in STATIC_FILES:
+        raise HTTPException(404, f"no dashboard file {name!r}")
+    return FileResponse(STATIC / name)
+
+
+@router.get("/dashboard/vendor/{name}", include_in_schema=False)
+async def dashboard_vendor(name: str) -> FileResponse:
+    if name not in VENDOR_FILES or not (VENDOR / name).exists():
+        raise HTTPException(404, f"no vendored file {name!r}")
+    return FileResponse(VENDOR / name)
+
+
+@router.get("/v1/dashboard/data", summary="Live figures of every model")
+async def dashboard_data(
+    redis: Annotated[Any, Depends(_redis)], keys: Annotated[Keys, Depends(_keys)]
+) -> dict[str, Any]:
+    """Counters, running figures, diagnostics and top holdings of every model."""
+    snaps = await read_snapshots(redis, keys, with_holdings=True)
+    return {
+        "ts": time.time(),
+        "models": [
+            {
+                "id": s.model,
+                "kind": s.kind,
+                "counters": s.counters,
+                "figures": s.figures,
+                "diagnostics": s.diagnostics,
+                "holdings": s.holdings,
+            }
+            for s in snaps
+        ],
+    }
