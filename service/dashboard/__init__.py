@@ -1,6 +1,6 @@
-from __future__ import annotations
-
 """The built-in live dashboard (``GET /dashboard``) for the embedded stack."""
+
+from __future__ import annotations
 
 from service.dashboard.router import router
 
