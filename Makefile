@@ -4,18 +4,33 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test test-fast lint up chaos soak clean
+.PHONY: setup system-deps test test-fast lint up chaos soak clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml service/dashboard/package.json
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
+	@# The dashboard's charting library, from npm, served locally (no CDN).
+	if command -v npm >/dev/null; then npm install --prefix service/dashboard --no-audit --no-fund --silent; \
+	  else echo "npm not found: /dashboard will ask for it" >&2; fi
 	touch $(STAMP)
 
 setup: $(STAMP)
 
+## Debian packages some tests drive: Prometheus (dashboard queries) and Chromium (/dashboard).
+SYSTEM_STAMP := $(VENV)/.system
+$(SYSTEM_STAMP):
+	@if command -v prometheus >/dev/null && command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  (apt-get install -y -qq prometheus chromium >/dev/null 2>&1 || \
+	   (apt-get update -qq && apt-get install -y -qq prometheus chromium >/dev/null)); \
+	else echo "prometheus/chromium missing and cannot apt-get: their tests will skip" >&2; fi
+	@touch $(SYSTEM_STAMP)
+
+system-deps: $(SYSTEM_STAMP)
+
 ## Run the whole test suite (CI runs exactly this).
-test: $(STAMP)
+test: $(STAMP) $(SYSTEM_STAMP)
 	$(BIN)/python -m pytest -q
 
 ## Learners only: no broker, no Redis.
