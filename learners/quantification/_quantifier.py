@@ -1,0 +1,314 @@
+"""Shared machinery of the online quantifiers: labels, windows, estimators, NEMSIS core.
+
+* Labels are -1/+1 (0/1 and booleans mapped); ``y=None`` is an unlabelled event, which only
+  scores ``x`` with the served model and enters the prevalence window (spec §3.2).
+* Labelled events are first scored with the served model (prequential, "test-then-train"),
+  and that held-out score goes into a calibration window used by ACC / PCC / PACC (§3.1:
+  TPR/TNR of the served model on a held-out labelled window), then the learner updates.
+* ``_NemsisCore`` is Algorithm 1 (§2.3), shared by ``nemsis`` and the inner runs of ``scan``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options
+from learners.base import Learner, Prediction, StepReport
+from learners.quantification import estimators as est
+from learners.quantification import nested
+
+_LABELS = {1: 1, -1: -1, 0: -1}
+
+
+def check_binary_label(y: Any, *, allow_none: bool) -> int | None:
+    """Map a label to -1/+1; accepts -1/+1, 0/1 and booleans (``None`` if allowed)."""
+    if y is None:
+        if allow_none:
+            return None
+        raise ValueError("y must be -1/+1, 0/1 or a boolean, got None")
+    if isinstance(y, bool | np.bool_):
+        return 1 if y else -1
+    if isinstance(y, int | float | np.integer | np.floating):
+        v = float(y)
+        if v.is_integer() and int(v) in _LABELS:
+            return _LABELS[int(v)]
+    raise ValueError(f"y must be -1/+1, 0/1, a boolean or None (unlabelled), got {y!r}")
+
+
+class _Quantifier(Learner):
+    """Base of the binary online quantifiers (not registered: no ``kind``)."""
+
+    task: ClassVar[str] = "classification"
+    _common_constraints: ClassVar[dict[str, Constraint]] = {
+        "ns": Boolean(),
+        "eta0": Interval(0.0, math.inf, closed="neither"),
+        "radius": Interval(0.0, math.inf, closed="neither"),
+        "reward": Options(("hinge", "logistic")),
+        "prior": NoneOr(Interval(0.0, 1.0, closed="neither")),
+        "eps": NoneOr(Interval(0.0, 1.0, closed="right")),
+        "kappa": Options(("max", "paper_table")),
+        "window": Interval(2, 10**7, integer=True),
+        "fit_intercept": Boolean(),
+    }
+
+    # ---- construction helpers ------------------------------------------------------------
+    def _init_common_state(self) -> None:
+        D = self.dim + (1 if self.fit_intercept else 0)
+        W = int(self.window)
+        self.n_pos_ = 0
+        self.n_neg_ = 0
+        self.cal_scores_ = np.zeros(W)
+        self.cal_labels_ = np.zeros(W)
+        self.cal_count_ = 0
+        self.unl_scores_ = np.zeros(W)
+        self.unl_count_ = 0
+        self.unl_pos_ = 0
+        self._nemsis_init(np.zeros(D))
+
+    @property
+    def n_features(self) -> int:
+        return self.dim + (1 if self.fit_intercept else 0)
+
+    def _augment(self, x: np.ndarray) -> np.ndarray:
+        # spec §8 item 7: a constant feature inside the L2 ball lets the threshold move
+        return np.append(x, 1.0) if self.fit_intercept else x
+
+    def _eps(self) -> float:
+        """Training smoothing eps: given, or 1/(2 W) for the window W (spec §2.7)."""
+        return float(self.eps) if self.eps is not None else 1.0 / (2.0 * self.window)
+
+    def _prior(self) -> float:
+        """p: fixed, or the running estimate (n_pos + 1)/(n_labelled + 2) (spec §3.3)."""
+        if self.prior is not None:
+            return float(self.prior)
+        return (self.n_pos_ + 1.0) / (self.n_pos_ + self.n_neg_ + 2.0)
+
+    @property
+    def class_prior(self) -> float:
+        """The prior p used in the class-normalised rewards (fixed or running)."""
+        return self._prior()
+
+    # ---- served model --------------------------------------------------------------------
+    def _served(self) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def weights(self) -> np.ndarray:
+        """The served weight vector over the ``dim`` features (read-only copy)."""
+        w = self._served()[: self.dim].copy()
+        w.flags.writeable = False
+        return w
+
+    @property
+    def intercept(self) -> float:
+        """The served weight of the constant feature (0 without ``fit_intercept``)."""
+        return float(self._served()[-1]) if self.fit_intercept else 0.0
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Scores ``<w, x>`` of the served model for a batch (rows validated)."""
+        rows = self._check_batch(X)
+        w = self._served()
+        scores = rows @ w[: self.dim]
+        return scores + w[-1] if self.fit_intercept else scores
+
+    def _check_batch(self, X: Any) -> np.ndarray:
+        try:
+            arr = np.asarray(X, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"X must be a matrix of numbers: {exc}") from None
+        if arr.ndim == 1 and arr.shape[0] == self.dim:
+            arr = arr[None, :]
+        if arr.ndim != 2 or arr.shape[1] != self.dim:
+            raise ValueError(f"X must have shape (n, {self.dim}), got {tuple(arr.shape)}")
+        if arr.shape[0] == 0:
+            raise ValueError("X must contain at least one row")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError("X must contain only finite numbers (no NaN or inf)")
+        return arr
+
+    # ---- labels --------------------------------------------------------------------------
+    def _check_y(self, y: Any) -> int | None:
+        return check_binary_label(y, allow_none=True)
+
+    @classmethod
+    def _test_bad_labels(cls) -> list[Any]:
+        # None is valid here: it marks an unlabelled event
+        return [float("nan"), float("inf"), "1.0", 2, 0.5, -3]
+
+    @classmethod
+    def _test_stream(cls, dim: int, n: int, seed: int) -> tuple[np.ndarray, list[Any]]:
+        """Gaussian classes around +-u with about one event in six unlabelled."""
+        rng = np.random.default_rng(seed)
+        u = rng.normal(size=dim)
+        u /= np.linalg.norm(u)
+        y = np.where(rng.random(n) < 0.3, 1, -1)
+        X = rng.normal(size=(n, dim)) + 0.75 * y[:, None] * u
+        labels: list[Any] = [int(v) for v in y]
+        for i in range(n):
+            if i % 6 == 5:
+                labels[i] = None
+        return X, labels
+
+    # ---- the contract --------------------------------------------------------------------
+    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
+        s = float(self._served() @ self._augment(x))
+        return Prediction(1 if s > 0.0 else -1, {"margin": s})
+
+    def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
+        xb = self._augment(x)
+        s = float(self._served() @ xb)
+        pred = 1 if s > 0.0 else -1
+        W = int(self.window)
+        if y is None:
+            # §3.2: an unlabelled vector only enters the prevalence window
+            i = self.unl_count_ % W
+            if self.unl_count_ >= W and self.unl_scores_[i] > 0.0:
+                self.unl_pos_ -= 1
+            self.unl_scores_[i] = s
+            self.unl_pos_ += 1 if s > 0.0 else 0
+            self.unl_count_ += 1
+            return StepReport(pred, 0.0, self._diagnostics(labelled=False), {"margin": s})
+        i = self.cal_count_ % W
+        self.cal_scores_[i] = s
+        self.cal_labels_[i] = float(y)
+        self.cal_count_ += 1
+        if y > 0:
+            self.n_pos_ += 1
+        else:
+            self.n_neg_ += 1
+        extra = self._update(xb, int(y))
+        diag = self._diagnostics(labelled=True)
+        diag.update(extra)
+        return StepReport(pred, float(pred != y), diag, {"margin": s})
+
+    def _update(self, xb: np.ndarray, y: int) -> dict[str, float]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _diagnostics(self, *, labelled: bool) -> dict[str, float]:
+        n_win = min(self.unl_count_, int(self.window))
+        d = {
+            "labelled": 1.0 if labelled else 0.0,
+            "prior": self._prior(),
+            "window_size": float(n_win),
+        }
+        if n_win:
+            d["prevalence_cc"] = self.unl_pos_ / n_win
+        return d
+
+    # ---- prevalence estimation -----------------------------------------------------------
+    def calibration(self) -> est.Calibration | None:
+        """ACC/PCC/PACC statistics of the served model on the labelled window (None if the
+        window lacks a class). Prequential: each score predates the update on its label."""
+        n = min(self.cal_count_, int(self.window))
+        if n == 0:
+            return None
+        labels = self.cal_labels_[:n]
+        if not (labels > 0).any() or (labels > 0).all():
+            return None
+        return est.Calibration.fit(self.cal_scores_[:n], labels)
+
+    def quantify(self, X: Any, method: str = "cc") -> float:
+        """Positive-class prevalence of the batch ``X`` in [0, 1].
+
+        ``method``: ``"cc"`` (classify and count, the paper's estimator), ``"acc"``,
+        ``"pcc"`` or ``"pacc"`` (spec §1.2 [EXT]); the latter three use the calibration
+        window and fall back to CC until it holds both classes.
+        """
+        if method not in est.METHODS:
+            raise ValueError(f"unknown method={method!r}; valid ones are {list(est.METHODS)}")
+        scores = self.decision_function(X)
+        return est.estimate(scores, method, self.calibration() if method != "cc" else None)
+
+    def window_prevalence(self, method: str = "cc") -> float:
+        """Prevalence estimate over the last ``window`` unlabelled events (nan if none)."""
+        if method not in est.METHODS:
+            raise ValueError(f"unknown method={method!r}; valid ones are {list(est.METHODS)}")
+        n = min(self.unl_count_, int(self.window))
+        if n == 0:
+            return float("nan")
+        cal = self.calibration() if method != "cc" else None
+        return est.estimate(self.unl_scores_[:n], method, cal)
+
+    # ---- NEMSIS core (Algorithm 1, spec §2.3) --------------------------------------------
+    def _inner_codes(self) -> tuple[str, str]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _gamma(self, q1: float, q2: float, p: float, eps: float) -> tuple[float, float]:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _nemsis_init(self, w0: np.ndarray) -> None:
+        """Fresh NEMSIS instance warm-started at ``w0``; duals at rho0 = (1/2, 1/2) (§8.2)."""
+        self.w_ = w0.copy()
+        self.w_sum_ = np.zeros_like(w0)
+        self.t_ = 0
+        self.sum_r_ = np.zeros(2)
+        self.sum_q_ = np.zeros(2)
+        self._set_duals(0.5, 0.5, None)
+
+    def _set_duals(self, r1: float, r2: float, qbar: tuple[float, float] | None) -> None:
+        """Algorithm 1 lines 15-17: alpha = grad zeta1(rho), beta = grad zeta2(rho),
+        gamma = grad Psi(q_bar) (Lemma 7); z = zeta(rho) for the Fenchel-Young form."""
+        p, eps = self._prior(), self._eps()
+        k = nested.kappa_value(p, self.kappa)
+        c1, c2 = self._inner_codes()
+        self.rho_ = np.array([r1, r2])
+        self.dual_alpha_ = np.array(nested.zeta_grad(c1, r1, r2, p, eps, k))
+        self.dual_beta_ = np.array(nested.zeta_grad(c2, r1, r2, p, eps, k))
+        z1, z2 = nested.zeta(c1, r1, r2, p, eps, k), nested.zeta(c2, r1, r2, p, eps, k)
+        self.z_ = np.array([z1, z2])
+        q1, q2 = (z1, z2) if qbar is None else qbar
+        self.dual_gamma_ = np.array(self._gamma(q1, q2, p, eps))
+
+    def _nemsis_step(self, xb: np.ndarray, y: int) -> dict[str, float]:
+        p = self._prior()
+        n = 1.0 - p
+        w = self.w_
+        score = float(w @ xb)
+        m = y * score  # step 1, with the model held before this point
+        a1, a2 = self.dual_alpha_
+        b1, b2 = self.dual_beta_
+        g1, g2 = self.dual_gamma_
+        if self.reward == "hinge":  # r = min{1, m} (§2.1, the "max" is a typo)
+            r = min(1.0, m)
+            dr = 1.0 if m < 1.0 else 0.0
+        else:  # r = 1 - ln(1 + e^{-m}); dr/dm = sigma(-m)
+            r = 1.0 - float(np.logaddexp(0.0, -m))
+            dr = 1.0 / (1.0 + math.exp(m)) if m > -700.0 else 1.0
+        g = (1.0 if m > 0.0 else 0.0) if self.ns else r  # step 2
+        if y > 0:  # step 3
+            s1, s2 = g / p, 0.0
+            c = g1 * a1 + g2 * b1
+            scale = dr / p
+        else:
+            s1, s2 = 0.0, g / n
+            c = g1 * a2 + g2 * b2
+            scale = dr / n
+        self.t_ += 1
+        t = self.t_
+        eta = self.eta0 / math.sqrt(t)
+        if scale != 0.0 and c != 0.0:  # step 4: w <- Proj(w + eta c G), G = scale y x
+            w = w + (eta * c * scale * y) * xb
+            norm = math.sqrt(float(w @ w))
+            if norm > self.radius:
+                w = w * (self.radius / norm)
+            self.w_ = w
+        self.w_sum_ += self.w_  # step 5
+        r1, r2 = self.rho_
+        z1, z2 = self.z_
+        # step 6: pi = zeta(rho) + <grad, s - rho> (Fenchel-Young form of alpha.s - zeta*)
+        pi1 = z1 + a1 * (s1 - r1) + a2 * (s2 - r2)
+        pi2 = z2 + b1 * (s1 - r1) + b2 * (s2 - r2)
+        self.sum_r_ += (s1, s2)  # step 7
+        self.sum_q_ += (pi1, pi2)
+        rb1, rb2 = self.sum_r_ / t
+        qb1, qb2 = self.sum_q_ / t
+        # step 8: rho = clip(r_bar, 0, 1) [EXT guard, §8 item 4]
+        self._set_duals(min(1.0, max(0.0, rb1)), min(1.0, max(0.0, rb2)), (qb1, qb2))
+        return {"eta": eta, "c": c, "tpr_bar": rb1, "tnr_bar": rb2}
+
+    def _nemsis_average(self) -> np.ndarray:
+        """The averaged iterate w_bar = w_sum / t (the paper's output); w before any step."""
+        return self.w_sum_ / self.t_ if self.t_ > 0 else self.w_.copy()
