@@ -1,0 +1,441 @@
+"""AROW: adaptive regularization of weight vectors (Crammer, Kulesza, Dredze, NIPS 2009).
+
+Kinds ``arow`` (binary, full or diagonal covariance; multi-class with ``classes``) and
+``arow-regression`` (the squared-loss form, i.e. recursive least squares / online ridge).
+
+References
+----------
+Crammer, Kulesza, Dredze (2009). Adaptive Regularization of Weight Vectors. NIPS 22.
+Seed ``shared/seeds/arow-adaptive-regularization.txt``; spec ``shared/spec/arow.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from learners._classifier import BinaryClassifier, sign_label
+from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options, Predicate
+from learners.base import Learner, Prediction, StepReport, numbers_real
+
+#: Accepted values of ``diagonal``: False (full), True (= "cov", the better one, §5), or a mode.
+DIAGONAL_OPTIONS = (False, True, "cov", "prec")
+
+
+def covariance_mode(diagonal: bool | str) -> str:
+    """``"full"``, ``"cov"`` or ``"prec"`` for a ``diagonal`` hyperparameter value."""
+    if diagonal is False:
+        return "full"
+    return "cov" if diagonal is True else str(diagonal)
+
+
+def initial_covariance(dim: int, mode: str) -> np.ndarray:
+    """Sigma_0 = I: a (dim, dim) matrix for ``"full"``, its diagonal (ones) otherwise."""
+    return np.eye(dim) if mode == "full" else np.ones(dim)
+
+
+def covariance_times(cov: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Sigma x for a full (d, d) ``cov`` or a diagonal one stored as its (d,) diagonal."""
+    return cov @ x if cov.ndim == 2 else cov * x
+
+
+def shrink_covariance(
+    cov: np.ndarray,
+    x: np.ndarray,
+    sx: np.ndarray,
+    v: float,
+    r: float,
+    mode: str,
+    v_other: float = 0.0,
+) -> np.ndarray:
+    """The AROW confidence step from ``cov`` = Sigma_{t-1}, with ``sx`` = Sigma_{t-1} x and
+    ``v`` = x' Sigma_{t-1} x; returns Sigma_t (a new array).
+
+    * ``"full"``: eq. (9), Sigma - beta (Sigma x)(Sigma x)', beta = 1 / (v + v_other + r).
+    * ``"cov"``: the diagonal of eq. (9), s_j - beta (s_j x_j)^2 (arow.md §5).
+    * ``"prec"``: the diagonal of eq. (8), 1/s_j += x_j^2 / r (arow.md §5).
+
+    ``v_other`` is the other block's variance in the multi-class step (§7), 0 for binary.
+    Only the nonzero coordinates of ``x`` are touched in the diagonal modes.
+    """
+    denom = v + v_other + r
+    if mode == "full":
+        beta = 1.0 / denom
+        return cov - beta * np.outer(sx, sx)
+    out = cov.copy()
+    J = np.flatnonzero(x)
+    if J.size == 0:
+        return out
+    if mode == "prec":
+        out[J] = 1.0 / (1.0 / cov[J] + x[J] * x[J] / r)
+        return out
+    # "cov": s_j (1 - beta s_j x_j^2) = s_j (v - q_j + v_other + r) / denom, q_j = s_j x_j^2.
+    # Summing the other coordinates' share directly for the largest q_j avoids the cancellation
+    # (and a zero or negative s_j) when q_j dominates v (spec §14.14).
+    q = sx[J] * x[J]
+    rest = v - q
+    top = int(np.argmax(q))
+    rest[top] = float(np.sum(np.delete(q, top)))
+    out[J] = cov[J] * ((rest + v_other + r) / denom)
+    return out
+
+
+def _valid_classes(value: Any) -> bool:
+    if not isinstance(value, list | tuple) or len(value) < 2:
+        return False
+    ok = all(isinstance(c, str) or (isinstance(c, int) and not isinstance(c, bool)) for c in value)
+    return ok and len({(type(c), c) for c in value}) == len(value)
+
+
+class AROW(BinaryClassifier):
+    """AROW classifier: Gaussian N(mu, Sigma) over weights, soft margin and confidence terms.
+
+    Binary (default): predicts sign(mu . x) (tie -> +1); on a round with y (mu . x) < 1 it
+    applies eqs. (7) and (9) (Fig. 1 of the paper), otherwise nothing changes. With
+    ``classes`` it is the multi-class extension of arow.md §7 (one Gaussian per class, the
+    top-scoring wrong class as the single competitor; an extension, not in the paper).
+
+    Parameters
+    ----------
+    dim : int
+        Number of features (at most 4096 with a full covariance).
+    r : float, default=1.0
+        Regularisation, in (0, inf): lambda_1 = lambda_2 = 1 / (2r) in eq. (1). Small r is
+        aggressive (hard margin as r -> 0); large r is conservative.
+    diagonal : {False, True, "cov", "prec"}, default=False
+        False keeps the full covariance (the paper's algorithm). Otherwise Sigma is diagonal
+        (O(d) per round; arow.md §5): ``"cov"`` takes the diagonal of eq. (9), ``"prec"`` the
+        diagonal of eq. (8); True means ``"cov"``, which the spec found much more accurate.
+    classes : list of int or str, optional
+        The class labels, for the multi-class extension (§7). None means binary, labels
+        -1/+1 (0/1 and booleans accepted and mapped).
+    update_covariance : bool, default=True
+        False freezes Sigma at I, which turns AROW into PA-II with C = 1/(2r) (§11); for
+        experiments and tests.
+
+    Attributes
+    ----------
+    mu_ : ndarray of shape (dim,), or (n_classes, dim) with ``classes``
+        Mean weight vector(s), start at zero.
+    Sigma_ : ndarray of shape (dim, dim) or (dim,), or with a leading (n_classes,) axis
+        Covariance(s), start at I; for a diagonal mode only the diagonal is stored.
+    t_, n_mistakes_, n_updates_ : int
+        Rounds learned, rounds with y m <= 0, rounds that updated (y m < 1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(2000, 5))
+    >>> y = np.where(X @ np.array([1.0, -2.0, 0.5, 0.0, 1.0]) >= 0, 1, -1)
+    >>> noisy = np.where(rng.random(2000) < 0.1, -y, y)  # 10% label noise
+    >>> model = AROW(5, r=1.0)
+    >>> reports = model.learn_many(X, noisy)
+    >>> X_test = rng.normal(size=(1000, 5))
+    >>> y_test = np.where(X_test @ np.array([1.0, -2.0, 0.5, 0.0, 1.0]) >= 0, 1, -1)
+    >>> err = np.mean(np.where(model.decision_function(X_test) >= 0, 1, -1) != y_test)
+    >>> print(bool(err < 0.05))
+    True
+    >>> model.predict(X_test[0]).value == int(y_test[0])
+    True
+
+    References
+    ----------
+    Crammer, Kulesza, Dredze (2009), NIPS 22, eqs. (7)-(9), Fig. 1; spec ``arow.md`` §4-§7.
+    """
+
+    kind: ClassVar[str] = "arow"
+    _constraints: ClassVar[dict[str, Constraint]] = {
+        "r": Interval(0.0, math.inf, closed="neither"),
+        "diagonal": Options(DIAGONAL_OPTIONS),
+        "classes": NoneOr(
+            Predicate(_valid_classes, "a list of at least 2 distinct ints or strings")
+        ),
+        "update_covariance": Boolean(),
+    }
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        r: float = 1.0,
+        diagonal: bool | str = False,
+        classes: list[int | str] | None = None,
+        update_covariance: bool = True,
+    ):
+        self._init_params(
+            dim,
+            {
+                "r": r,
+                "diagonal": diagonal,
+                "classes": classes,
+                "update_covariance": update_covariance,
+            },
+        )
+        self._mode = covariance_mode(diagonal)
+        self._check_full_dim(self.kind, self.dim, self._mode == "full")
+        cov = initial_covariance(self.dim, self._mode)
+        if classes is None:
+            self._index: dict[Any, int] | None = None
+            self.mu_ = np.zeros(self.dim)
+            self.Sigma_ = cov
+        else:
+            self._index = {c: i for i, c in enumerate(classes)}
+            k = len(classes)
+            self.mu_ = np.zeros((k, self.dim))
+            self.Sigma_ = np.repeat(cov[np.newaxis], k, axis=0)
+
+    @property
+    def weights(self) -> np.ndarray:
+        """The mean weights ``mu_`` (read-only view)."""
+        view = self.mu_.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def covariance(self) -> np.ndarray:
+        """Sigma as a dense matrix (binary) or stack of matrices (multi-class); a copy."""
+        if self._mode == "full":
+            return self.Sigma_.copy()
+        if self.Sigma_.ndim == 1:
+            return np.diag(self.Sigma_)
+        return np.stack([np.diag(s) for s in self.Sigma_])
+
+    def score_variance(self, x: Any) -> float:
+        """v = x' Sigma x, the variance of the binary score under N(mu, Sigma) (§4.1)."""
+        if self._index is not None:
+            raise ValueError("score_variance is defined for the binary learner only")
+        xv = self._check_x(x)
+        return max(0.0, float(xv @ covariance_times(self.Sigma_, xv)))
+
+    # ---- binary (§4, §5) --------------------------------------------------------------------
+    def _score(self, x: np.ndarray) -> float:
+        return float(self.mu_ @ x)
+
+    def _scores_many(self, X: np.ndarray) -> np.ndarray:
+        return X @ self.mu_.T
+
+    def _update(self, x: np.ndarray, y: float, m: float) -> dict[str, float]:
+        sx = covariance_times(self.Sigma_, x)  # from the OLD Sigma (§15.6)
+        v = max(0.0, float(x @ sx))  # clamp round-off (§4.2)
+        alpha = beta = 0.0
+        updated = y * m < 1.0  # Fig. 1: strict, so margin exactly 1 is passive
+        if updated:
+            beta = 1.0 / (v + self.r)
+            alpha = max(0.0, 1.0 - y * m) * beta  # eq. (7)
+            self.mu_ = self.mu_ + (alpha * y) * sx
+            if self.update_covariance:
+                self.Sigma_ = shrink_covariance(self.Sigma_, x, sx, v, self.r, self._mode)
+        return {
+            "update": float(updated),
+            "variance": v,
+            "alpha": alpha,
+            "beta": beta,
+            **self._sigma_gauges(self.Sigma_),
+        }
+
+    def _sigma_gauges(self, cov: np.ndarray) -> dict[str, float]:
+        diag = np.diagonal(cov, axis1=-2, axis2=-1) if self._mode == "full" else cov
+        return {"sigma_trace": float(np.sum(diag)), "sigma_min_diag": float(np.min(diag))}
+
+    # ---- multi-class (§7, an extension) -------------------------------------------------
+    def _check_y(self, y: Any) -> Any:
+        if self._index is None:
+            return super()._check_y(y)
+        key: Any = None
+        if isinstance(y, str):
+            key = y
+        elif isinstance(y, numbers_real()) and not isinstance(y, bool | np.bool_):
+            fy = float(y)
+            if math.isfinite(fy) and fy.is_integer():
+                key = int(fy)
+        if key is None or key not in self._index:
+            raise ValueError(f"label must be one of {self.classes}, got {y!r}")
+        return self._index[key]
+
+    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
+        if self._index is None:
+            return super()._predict(x, hint)
+        s = self.mu_ @ x
+        return Prediction(self.classes[int(np.argmax(s))], self._class_scores(s))
+
+    def _class_scores(self, s: np.ndarray) -> dict[str, float]:
+        assert self.classes is not None
+        return {str(c): float(v) for c, v in zip(self.classes, s, strict=True)}
+
+    def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
+        if self._index is None:
+            return super()._learn(x, y, hint)
+        assert self.classes is not None
+        s = self.mu_ @ x
+        k_hat = int(np.argmax(s))
+        rivals = s.copy()
+        rivals[y] = -np.inf
+        c = int(np.argmax(rivals))  # the single top-1 competitor
+        m = float(s[y] - s[c])
+        sx_y = covariance_times(self.Sigma_[y], x)
+        sx_c = covariance_times(self.Sigma_[c], x)
+        v_y = max(0.0, float(x @ sx_y))
+        v_c = max(0.0, float(x @ sx_c))
+        v = v_y + v_c
+        alpha = beta = 0.0
+        updated = m < 1.0
+        if updated:
+            beta = 1.0 / (v + self.r)
+            alpha = (1.0 - m) * beta
+            self.mu_[y] = self.mu_[y] + alpha * sx_y
+            self.mu_[c] = self.mu_[c] - alpha * sx_c
+            if self.update_covariance:
+                # block-diagonal Sigma: cross-class blocks dropped (§7); beta uses the joint v
+                self.Sigma_[y] = self._shrink_block(self.Sigma_[y], x, sx_y, v_y, v_c)
+                self.Sigma_[c] = self._shrink_block(self.Sigma_[c], x, sx_c, v_c, v_y)
+        mistake = m <= 0.0
+        self.t_ += 1
+        self.n_mistakes_ += int(mistake)
+        self.n_updates_ += int(updated)
+        scores = self._class_scores(s)
+        return StepReport(
+            prediction=self.classes[k_hat],
+            loss=float(k_hat != y),
+            diagnostics={
+                "margin": m,
+                "hinge": max(0.0, 1.0 - m),
+                "mistake": float(mistake),
+                "update": float(updated),
+                "variance": v,
+                "alpha": alpha,
+                "beta": beta,
+                **self._sigma_gauges(self.Sigma_),
+            },
+            scores=scores,
+        )
+
+    def _shrink_block(
+        self, cov: np.ndarray, x: np.ndarray, sx: np.ndarray, v: float, v_other: float
+    ) -> np.ndarray:
+        return shrink_covariance(cov, x, sx, v, self.r, self._mode, v_other)
+
+    # ---- test hooks -------------------------------------------------------------------------
+    @classmethod
+    def _test_params(cls) -> list[dict[str, Any]]:
+        return [
+            {},
+            {"diagonal": "cov", "r": 0.1},
+            {"diagonal": "prec"},
+            {"diagonal": True},
+            {"update_covariance": False},
+            {"classes": [-1, 1]},
+            {"classes": [1, -1], "diagonal": "prec", "r": 0.5},
+        ]
+
+
+class AROWRegressor(Learner):
+    """AROW with the squared loss: recursive least squares / online ridge with parameter r.
+
+    Predicts y_hat = mu . x with the pre-update mean, then (arow.md §6)
+    mu += (y - y_hat) beta Sigma x and Sigma -= beta Sigma x x' Sigma, beta = 1/(x' Sigma x + r).
+    So mu_t = (r I + sum x x')^{-1} sum y x: ridge on everything seen so far (not the
+    Vovk-Azoury-Warmuth forecaster, which also adds x_t x_t' before predicting).
+
+    Parameters
+    ----------
+    dim : int
+        Number of features (at most 4096 with a full covariance).
+    r : float, default=1.0
+        Ridge parameter / noise variance, in (0, inf).
+    diagonal : {False, True, "cov", "prec"}, default=False
+        Covariance form, as for :class:`AROW`.
+    epsilon : float, default=0.0
+        With epsilon > 0, the passive epsilon-insensitive variant (an extension, §6): update
+        only when |y - y_hat| > epsilon, by the excess. 0 is the paper's RLS (every round).
+
+    Attributes
+    ----------
+    mu_ : ndarray of shape (dim,)
+        Mean weights, start at zero.
+    Sigma_ : ndarray of shape (dim, dim) or (dim,)
+        Covariance (start at I); the diagonal only for a diagonal mode.
+    t_ : int
+        Rounds learned.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> model = AROWRegressor(3, r=1.0)
+    >>> w = np.array([1.0, -2.0, 0.5])
+    >>> for _ in range(500):
+    ...     x = rng.normal(size=3)
+    ...     _ = model.learn(x, float(x @ w + 0.1 * rng.normal()))
+    >>> print(np.round(model.weights, 1))
+    [ 1.  -2.   0.5]
+
+    References
+    ----------
+    Crammer, Kulesza, Dredze (2009), NIPS 22, footnote 1 and Sec. 6; spec ``arow.md`` §6.
+    """
+
+    kind: ClassVar[str] = "arow-regression"
+    _constraints: ClassVar[dict[str, Constraint]] = {
+        "r": Interval(0.0, math.inf, closed="neither"),
+        "diagonal": Options(DIAGONAL_OPTIONS),
+        "epsilon": Interval(0.0, math.inf, closed="left"),
+    }
+
+    def __init__(
+        self, dim: int, *, r: float = 1.0, diagonal: bool | str = False, epsilon: float = 0.0
+    ):
+        self._init_params(dim, {"r": r, "diagonal": diagonal, "epsilon": epsilon})
+        self._mode = covariance_mode(diagonal)
+        BinaryClassifier._check_full_dim(self.kind, self.dim, self._mode == "full")
+        self.mu_ = np.zeros(self.dim)
+        self.Sigma_ = initial_covariance(self.dim, self._mode)
+        self.t_ = 0
+
+    @property
+    def weights(self) -> np.ndarray:
+        view = self.mu_.view()
+        view.flags.writeable = False
+        return view
+
+    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
+        return Prediction(float(self.mu_ @ x))
+
+    def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
+        y_hat = float(self.mu_ @ x)
+        e = y - y_hat
+        sx = covariance_times(self.Sigma_, x)
+        v = max(0.0, float(x @ sx))
+        updated = abs(e) > self.epsilon if self.epsilon > 0.0 else True
+        if updated:
+            delta = math.copysign(abs(e) - self.epsilon, e) if self.epsilon > 0.0 else e
+            beta = 1.0 / (v + self.r)
+            self.mu_ = self.mu_ + (delta * beta) * sx  # §6: mu += (y - y_hat) beta Sigma x
+            self.Sigma_ = shrink_covariance(self.Sigma_, x, sx, v, self.r, self._mode)
+        self.t_ += 1
+        return StepReport(
+            prediction=y_hat,
+            loss=e * e,
+            diagnostics={
+                "variance": v,
+                "predictive_variance": v + self.r,
+                "update": float(updated),
+            },
+        )
+
+    @classmethod
+    def _test_params(cls) -> list[dict[str, Any]]:
+        return [{}, {"diagonal": "cov", "r": 0.5}, {"diagonal": "prec", "epsilon": 0.1}]
+
+
+__all__ = [
+    "AROW",
+    "AROWRegressor",
+    "covariance_mode",
+    "covariance_times",
+    "initial_covariance",
+    "shrink_covariance",
+    "sign_label",
+]
