@@ -1,0 +1,326 @@
+"""Offset-stamped learner state in Redis (design.md, "Checkpoints").
+
+All functions take a ``redis.asyncio.Redis`` created with ``decode_responses=False``
+(state blobs are binary) and a :class:`~service.store.keys.Keys`.
+
+One model's checkpoint is written by one Lua script (atomic, single hash slot thanks to the
+``{id}`` hash tag), which
+
+1. checks the version the writer loaded (compare-and-set: a worker that lost the model, or
+   a rollback in between, makes the write fail with ``CONFLICT`` instead of clobbering);
+2. refuses a stamp that goes backwards on the same partition (``BACKWARDS``), unless the
+   writer declares the old stamp void (the log was reset: ``rewind=True``);
+3. writes the hash fields (see ``keys.py``): ``state``, ``version`` + 1, the stamp
+   ``partition``/``offset``/``event_id``, the counters ``applied``/``duplicate``/
+   ``rejected``, ``ids_sum`` (sum mod 2**64 of :func:`id_hash` over applied ids, an
+   order-independent exactly-once witness), ``stats`` (codec blob of the running metrics),
+   ``worker`` and ``updated_at``;
+4. pushes the state onto ``history`` (last K versions, for :func:`rollback`);
+5. adds the newly applied event ids to ``seen`` (a sorted set scored by the ``applied``
+   count, trimmed to the newest N) so dedupe by id survives restarts.
+
+:func:`write_checkpoints` pipelines the scripts of many models (after the
+``partition-models`` set additions, so a model is always registered on its partition
+before its first stamp exists).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio import Redis
+
+from service.store.keys import Keys
+
+OK, CONFLICT, BACKWARDS = "ok", "conflict", "backwards"
+_MASK64 = (1 << 64) - 1
+
+_WRITE_LUA = """
+local cur = redis.call('HMGET', KEYS[1], 'version', 'partition', 'offset')
+local ver = tonumber(cur[1]) or 0
+if ver ~= tonumber(ARGV[1]) then return {-1, ver} end
+if ARGV[2] ~= '1' and cur[2] and tonumber(cur[2]) == tonumber(ARGV[3])
+   and tonumber(cur[3]) > tonumber(ARGV[4]) then
+  return {-2, ver}
+end
+local nv = ver + 1
+redis.call('HSET', KEYS[1], 'state', ARGV[6], 'version', nv, 'partition', ARGV[3],
+  'offset', ARGV[4], 'event_id', ARGV[5], 'applied', ARGV[7], 'duplicate', ARGV[8],
+  'rejected', ARGV[9], 'ids_sum', ARGV[10], 'stats', ARGV[11], 'worker', ARGV[14],
+  'updated_at', ARGV[15])
+local hkeep = tonumber(ARGV[12])
+if hkeep > 0 then
+  local head = cjson.encode({version=nv, partition=tonumber(ARGV[3]),
+    offset=tonumber(ARGV[4]), event_id=ARGV[5], ts=tonumber(ARGV[15])})
+  redis.call('LPUSH', KEYS[2], head .. '\\n' .. ARGV[6])
+  redis.call('LTRIM', KEYS[2], 0, hkeep - 1)
+end
+local skeep = tonumber(ARGV[13])
+local n = tonumber(ARGV[16])
+if skeep > 0 and n > 0 then
+  for i = 1, n do
+    redis.call('ZADD', KEYS[3], tonumber(ARGV[16 + 2 * i - 1]), ARGV[16 + 2 * i])
+  end
+  redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(skeep + 1))
+end
+return {nv, ver}
+"""
+
+_ROLLBACK_LUA = """
+local items = redis.call('LRANGE', KEYS[2], 0, -1)
+for _, item in ipairs(items) do
+  local nl = string.find(item, '\\n', 1, true)
+  local head = cjson.decode(string.sub(item, 1, nl - 1))
+  if tonumber(head['version']) == tonumber(ARGV[1]) then
+    local nv = redis.call('HINCRBY', KEYS[1], 'version', 1)
+    redis.call('HSET', KEYS[1], 'state', string.sub(item, nl + 1), 'updated_at', ARGV[2])
+    return nv
+  end
+end
+return -1
+"""
+
+
+class StampWentBackwards(RuntimeError):
+    """A checkpoint would move a model's stamp backwards on the same partition."""
+
+
+def id_hash(event_id: str) -> int:
+    """64-bit hash of an event id; summed mod 2**64 into ``ids_sum``."""
+    return int.from_bytes(hashlib.blake2b(event_id.encode(), digest_size=8).digest(), "little")
+
+
+def ids_sum(event_ids: Iterable[str]) -> int:
+    """The ``ids_sum`` a model has after applying exactly these ids once each."""
+    total = 0
+    for event_id in event_ids:
+        total = (total + id_hash(event_id)) & _MASK64
+    return total
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """Partition, offset and event id of the last event a state covers."""
+
+    partition: int
+    offset: int
+    event_id: str
+
+
+@dataclass
+class Counters:
+    """Cumulative per-model event counts by outcome, plus the applied-ids witness."""
+
+    applied: int = 0
+    duplicate: int = 0
+    rejected: int = 0
+    ids_sum: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"applied": self.applied, "duplicate": self.duplicate, "rejected": self.rejected}
+
+
+@dataclass
+class CheckpointWrite:
+    """One model's checkpoint. ``expected_version`` is the version the writer loaded
+    (0 when the model had no state); ``new_ids`` are ``(applied count, id)`` pairs of the
+    events applied since the last write."""
+
+    model: str
+    topic: str
+    stamp: Stamp
+    state: bytes
+    counters: Counters
+    expected_version: int
+    stats: bytes = b""
+    new_ids: Sequence[tuple[int, str]] = ()
+    rewind: bool = False
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    model: str
+    outcome: str  # OK, CONFLICT or BACKWARDS
+    version: int  # the new version on OK, the stored one otherwise
+
+
+@dataclass
+class StoredState:
+    """What ``model:{id}:state`` holds."""
+
+    model: str
+    state: bytes
+    version: int
+    stamp: Stamp | None
+    counters: Counters
+    stats: bytes | None = None
+    worker: str = ""
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    version: int
+    stamp: Stamp
+    ts: float
+    state: bytes = field(repr=False)
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _parse_state(model: str, raw: dict[Any, Any]) -> StoredState | None:
+    h = {_s(k): v for k, v in raw.items()}
+    if "version" not in h:
+        return None
+    stamp = None
+    if h.get("partition") not in (None, b"", ""):
+        stamp = Stamp(int(h["partition"]), int(h["offset"]), _s(h.get("event_id", b"")))
+    blob = h.get("state", b"")
+    stats = h.get("stats")
+    return StoredState(
+        model=model,
+        state=blob if isinstance(blob, bytes) else blob.encode("latin-1"),
+        version=int(h["version"]),
+        stamp=stamp,
+        counters=Counters(
+            applied=int(h.get("applied", 0)),
+            duplicate=int(h.get("duplicate", 0)),
+            rejected=int(h.get("rejected", 0)),
+            ids_sum=int(h.get("ids_sum", 0)),
+        ),
+        stats=stats if stats else None,
+        worker=_s(h.get("worker", b"")),
+        updated_at=float(h.get("updated_at", 0.0) or 0.0),
+    )
+
+
+async def read_state(redis: Redis, keys: Keys, model: str) -> StoredState | None:
+    """The model's latest checkpoint, or None when it has none yet."""
+    return _parse_state(model, await redis.hgetall(keys.state(model)))
+
+
+async def read_states(
+    redis: Redis, keys: Keys, models: Sequence[str]
+) -> dict[str, StoredState | None]:
+    """Latest checkpoints of many models, pipelined."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for model in models:
+            pipe.hgetall(keys.state(model))
+        raws = await pipe.execute()
+    return {m: _parse_state(m, raw) for m, raw in zip(models, raws, strict=True)}
+
+
+async def read_version(redis: Redis, keys: Keys, model: str) -> int:
+    """The model's state version (0 when no checkpoint): cheap cache-validity check."""
+    raw = await redis.hget(keys.state(model), "version")
+    return int(raw) if raw is not None else 0
+
+
+async def read_seen(redis: Redis, keys: Keys, model: str) -> list[str]:
+    """The model's recently applied event ids, oldest first."""
+    return [_s(v) for v in await redis.zrange(keys.seen(model), 0, -1)]
+
+
+async def read_history(redis: Redis, keys: Keys, model: str) -> list[HistoryEntry]:
+    """The model's last K checkpoints, newest first."""
+    out = []
+    for item in await redis.lrange(keys.history(model), 0, -1):
+        head_raw, _, blob = item.partition(b"\n")
+        head = json.loads(head_raw)
+        stamp = Stamp(int(head["partition"]), int(head["offset"]), str(head["event_id"]))
+        out.append(HistoryEntry(int(head["version"]), stamp, float(head["ts"]), blob))
+    return out
+
+
+async def rollback(redis: Redis, keys: Keys, model: str, version: int) -> int:
+    """Make history entry ``version`` the current state (as a new version); the stamp and
+    counters stay, so no event is replayed. The owning worker's next write then fails its
+    version check and it reloads this state. Returns the new version; ``KeyError`` if that
+    version is no longer in the history."""
+    script = redis.register_script(_ROLLBACK_LUA)
+    nv = int(
+        await script(keys=[keys.state(model), keys.history(model)], args=[version, time.time()])
+    )
+    if nv < 0:
+        raise KeyError(f"model {model!r}: version {version} is not in the history")
+    return nv
+
+
+async def partition_models(redis: Redis, keys: Keys, topic: str, partition: int) -> set[str]:
+    return {_s(m) for m in await redis.smembers(keys.partition_models(topic, partition))}
+
+
+async def forget_partition_model(
+    redis: Redis, keys: Keys, topic: str, partition: int, model: str
+) -> None:
+    await redis.srem(keys.partition_models(topic, partition), model)
+
+
+async def write_checkpoints(
+    redis: Redis,
+    keys: Keys,
+    writes: Sequence[CheckpointWrite],
+    *,
+    history_keep: int = 10,
+    seen_keep: int = 10_000,
+    worker: str = "",
+) -> list[WriteResult]:
+    """Write many models' checkpoints in one pipeline; each model atomically.
+
+    Step 1: register every model on its partition (``partition-models``); step 2: one
+    script per model (see the module docstring). Returns one result per write, in order;
+    a ``CONFLICT`` or ``BACKWARDS`` write changed nothing for that model.
+    """
+    if not writes:
+        return []
+    script = redis.register_script(_WRITE_LUA)
+    now = time.time()
+    async with redis.pipeline(transaction=False) as pipe:
+        by_partition: dict[tuple[str, int], list[str]] = {}
+        for w in writes:
+            by_partition.setdefault((w.topic, w.stamp.partition), []).append(w.model)
+        for (topic, partition), models in by_partition.items():
+            pipe.sadd(keys.partition_models(topic, partition), *models)
+        for w in writes:
+            seen_args: list[Any] = []
+            for score, event_id in w.new_ids:
+                seen_args += [score, event_id]
+            args = [
+                w.expected_version,
+                "1" if w.rewind else "0",
+                w.stamp.partition,
+                w.stamp.offset,
+                w.stamp.event_id,
+                w.state,
+                w.counters.applied,
+                w.counters.duplicate,
+                w.counters.rejected,
+                w.counters.ids_sum,
+                w.stats,
+                history_keep,
+                seen_keep,
+                worker,
+                now,
+                len(w.new_ids),
+                *seen_args,
+            ]
+            km = [keys.state(w.model), keys.history(w.model), keys.seen(w.model)]
+            await script(keys=km, args=args, client=pipe)
+        replies = await pipe.execute()
+    results = []
+    for w, (code, ver) in zip(writes, replies[len(by_partition) :], strict=True):
+        code, ver = int(code), int(ver)
+        if code == -1:
+            results.append(WriteResult(w.model, CONFLICT, ver))
+        elif code == -2:
+            results.append(WriteResult(w.model, BACKWARDS, ver))
+        else:
+            results.append(WriteResult(w.model, OK, code))
+    return results
