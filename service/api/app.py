@@ -1,0 +1,109 @@
+"""The FastAPI application: ``create_app(settings)`` with a lifespan that owns the Redis pool
+and the Kafka producer (closed in reverse order through an ``AsyncExitStack``)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any, TypedDict
+
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from redis.asyncio import Redis
+
+from service.api import errors
+from service.api.broker import LazyProducer
+from service.api.metrics import ApiMetrics
+from service.api.middleware import LimitsAndTiming
+from service.api.routes import capabilities, events, health, labels, models, predict
+from service.api.serving import ModelCache
+from service.api.store import ApiStore
+from service.config import Settings, get_settings
+from service.store.keys import Keys
+
+logger = logging.getLogger(__name__)
+
+REDIS_CONNECT_TIMEOUT_S = 2.0
+REDIS_SOCKET_TIMEOUT_S = 5.0
+
+DESCRIPTION = """
+Online prediction service: create models from any registered learner kind, send events
+(labelled or unlabelled vectors) through Kafka to the learner workers, get predictions
+from the latest checkpoint and join delayed labels to them.
+
+Errors are `{"detail": "<readable message>"}`: 422 bad input, 404 unknown model or
+prediction, 401 missing/wrong API key (`X-API-Key`, when one is configured), 409 id taken
+or capability missing, 413 body too large, 503 Redis or Kafka down.
+"""
+
+
+class LifespanState(TypedDict):
+    store: ApiStore
+    producer: LazyProducer
+    cache: ModelCache
+
+
+def _unique_id(route: APIRoute) -> str:
+    """Clean SDK method names: ``<tag>-<handler>``, e.g. ``models-create_model``."""
+    return f"{route.tags[0]}-{route.name}" if route.tags else route.name
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[LifespanState]:
+        async with AsyncExitStack() as stack:
+            # No connection is made here: the API starts (and answers 503) with Redis down.
+            redis = Redis.from_url(
+                settings.redis_url,
+                socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
+                socket_timeout=REDIS_SOCKET_TIMEOUT_S,
+                health_check_interval=30,
+            )
+            stack.push_async_callback(redis.aclose)
+            producer = LazyProducer(settings)
+            stack.push_async_callback(producer.close)
+            store = ApiStore(redis, Keys(settings.key_prefix))
+            yield {"store": store, "producer": producer, "cache": ModelCache(store)}
+
+    app = FastAPI(
+        title="onlinepredict",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        generate_unique_id_function=_unique_id,
+        openapi_tags=[
+            {"name": "models", "description": "Create, list, inspect and delete models."},
+            {"name": "predict", "description": "Predictions from the latest checkpoint."},
+            {"name": "events", "description": "Stream examples to the learners via Kafka."},
+            {"name": "labels", "description": "Delayed labels joined to a prediction."},
+            {"name": "tasks", "description": "Quantify, portfolio, transductive blocks."},
+            {"name": "health", "description": "Liveness, readiness, Prometheus metrics."},
+        ],
+    )
+    app.state.settings = settings
+    app.state.metrics = ApiMetrics()
+    errors.install(app)
+    for module in (models, predict, events, labels, capabilities, health):
+        app.include_router(module.router)
+    app.add_middleware(
+        LimitsAndTiming,
+        max_body_bytes=settings.max_body_bytes,
+        latency=app.state.metrics.latency,
+    )
+    return app
+
+
+def serve(settings: Settings | None = None, **uvicorn_options: Any) -> None:
+    """Run the API with uvicorn on ``settings.api_host:api_port`` (``onlinepredict api``)."""
+    import uvicorn
+
+    settings = settings or get_settings()
+    uvicorn.run(
+        create_app(settings),
+        host=settings.api_host,
+        port=settings.api_port,
+        **uvicorn_options,
+    )

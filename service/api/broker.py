@@ -1,0 +1,92 @@
+"""The API's Kafka producer, started lazily so the API comes up (and answers 503) while the
+broker is down, and retried on the next request after a failure."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from service.config import Settings
+
+logger = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_MS = 10_000  # bounds how long a request waits for a dead broker
+SEND_TIMEOUT_S = 15.0
+
+
+class BrokerUnavailable(RuntimeError):
+    """Kafka cannot be reached; the API answers 503."""
+
+
+def encode_event(event: dict[str, Any]) -> bytes:
+    # allow_nan=False: NaN must have been rejected before; never put it on the wire.
+    return json.dumps(event, separators=(",", ":"), allow_nan=False).encode()
+
+
+class LazyProducer:
+    """An ``AIOKafkaProducer`` started on first use; ``close()`` stops it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._producer: AIOKafkaProducer | None = None
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> AIOKafkaProducer:
+        if self._producer is not None:
+            return self._producer
+        async with self._lock:
+            if self._producer is None:
+                producer = AIOKafkaProducer(
+                    **self._settings.kafka_options(),
+                    acks="all",
+                    # The testbed broker has no idempotent producers; dedupe is by event id.
+                    enable_idempotence=False,
+                    request_timeout_ms=REQUEST_TIMEOUT_MS,
+                    max_request_size=max(self._settings.max_body_bytes * 2, 1_048_576),
+                )
+                try:
+                    await producer.start()
+                except (KafkaError, OSError) as exc:
+                    await _quiet_stop(producer)
+                    raise BrokerUnavailable(f"Kafka unavailable: {exc}") from exc
+                self._producer = producer
+        return self._producer
+
+    async def send_all(self, topic: str, key: str, events: list[dict[str, Any]]) -> None:
+        """Produce ``events`` in order under one key and wait until every one is acked."""
+        producer = await self.get()
+        try:
+            async with asyncio.timeout(SEND_TIMEOUT_S):
+                futures = [
+                    await producer.send(topic, value=encode_event(e), key=key.encode())
+                    for e in events
+                ]
+                await asyncio.gather(*futures)
+        except (KafkaError, TimeoutError, OSError) as exc:
+            raise BrokerUnavailable(f"Kafka unavailable: {type(exc).__name__}: {exc}") from exc
+
+    async def ping(self) -> None:
+        """Raise ``BrokerUnavailable`` unless the cluster metadata can be fetched now."""
+        producer = await self.get()
+        try:
+            async with asyncio.timeout(5.0):
+                await producer.client.fetch_all_metadata()
+        except (KafkaError, TimeoutError, OSError) as exc:
+            raise BrokerUnavailable(f"Kafka unavailable: {exc}") from exc
+
+    async def close(self) -> None:
+        if self._producer is not None:
+            producer, self._producer = self._producer, None
+            await _quiet_stop(producer)
+
+
+async def _quiet_stop(producer: AIOKafkaProducer) -> None:
+    try:
+        await producer.stop()
+    except Exception:  # noqa: BLE001 - shutting down; nothing useful to do with it
+        logger.debug("error while stopping the Kafka producer", exc_info=True)

@@ -1,0 +1,49 @@
+"""Dependencies: route signatures read ``settings: SettingsDep, model: ModelDep``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Path, Request, status
+
+from service.api.broker import LazyProducer
+from service.api.schemas import ModelSpec
+from service.api.serving import ModelCache
+from service.api.store import ApiStore
+from service.config import Settings
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings  # type: ignore[no-any-return]
+
+
+def get_store(request: Request) -> ApiStore:
+    return request.state.store  # type: ignore[no-any-return]
+
+
+def get_producer(request: Request) -> LazyProducer:
+    return request.state.producer  # type: ignore[no-any-return]
+
+
+def get_cache(request: Request) -> ModelCache:
+    return request.state.cache  # type: ignore[no-any-return]
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+StoreDep = Annotated[ApiStore, Depends(get_store)]
+RedisDep = StoreDep  # the Redis pool, wrapped in the API's key-aware store
+ProducerDep = Annotated[LazyProducer, Depends(get_producer)]
+CacheDep = Annotated[ModelCache, Depends(get_cache)]
+
+ModelIdPath = Annotated[str, Path(description="The model id.", examples=["sp500"])]
+
+
+async def get_model(model_id: ModelIdPath, store: StoreDep) -> ModelSpec:
+    """The model's spec; 404 when no model has this id."""
+    raw = await store.get_spec(model_id)
+    if raw is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no model with id {model_id!r}")
+    return ModelSpec.from_stored(raw)
+
+
+ModelDep = Annotated[ModelSpec, Depends(get_model)]

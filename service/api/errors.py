@@ -1,0 +1,95 @@
+"""Exception handlers: design.md's status codes, never a 500 on user input.
+
+Every error body is ``{"detail": "<readable message>"}`` (validation errors add ``errors``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aiokafka.errors import KafkaError
+from fastapi import FastAPI, Request, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
+
+from service.api.broker import BrokerUnavailable
+from service.api.serving import CheckpointUnreadable
+
+logger = logging.getLogger(__name__)
+
+RETRY = {"Retry-After": "5"}  # seconds; 503s are transient outages
+
+
+class NotSupported(Exception):
+    """The model's learner lacks the capability the endpoint needs (409)."""
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p != "body"]
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if p.isdigit() else (f".{p}" if out else p)
+    return out or "body"
+
+
+def readable(errors: list[dict[str, Any]]) -> str:
+    msgs = [f"{_loc(tuple(e.get('loc', ())))}: {e.get('msg', 'invalid')}" for e in errors[:10]]
+    more = len(errors) - len(msgs)
+    return "; ".join(msgs) + (f"; and {more} more" if more > 0 else "")
+
+
+def _error(
+    code: int, detail: str, headers: dict[str, str] | None = None, **extra: Any
+) -> JSONResponse:
+    return JSONResponse({"detail": detail, **extra}, status_code=code, headers=headers)
+
+
+async def _validation(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errs = list(exc.errors())
+    # Drop echoed inputs: they may hold NaN, which JSON cannot carry.
+    slim = [
+        {"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in errs
+    ]
+    return _error(status.HTTP_422_UNPROCESSABLE_ENTITY, readable(errs), errors=slim)
+
+
+async def _value_error(_: Request, exc: Exception) -> JSONResponse:
+    return _error(status.HTTP_422_UNPROCESSABLE_ENTITY, str(exc) or type(exc).__name__)
+
+
+async def _not_supported(_: Request, exc: Exception) -> JSONResponse:
+    return _error(status.HTTP_409_CONFLICT, str(exc))
+
+
+async def _redis_down(request: Request, exc: Exception) -> JSONResponse:
+    logger.warning("Redis unavailable on %s %s: %s", request.method, request.url.path, exc)
+    return _error(status.HTTP_503_SERVICE_UNAVAILABLE, f"Redis unavailable: {exc}", RETRY)
+
+
+async def _kafka_down(request: Request, exc: Exception) -> JSONResponse:
+    logger.warning("Kafka unavailable on %s %s: %s", request.method, request.url.path, exc)
+    msg = str(exc) if isinstance(exc, BrokerUnavailable) else f"Kafka unavailable: {exc}"
+    return _error(status.HTTP_503_SERVICE_UNAVAILABLE, msg, RETRY)
+
+
+async def _checkpoint(_: Request, exc: Exception) -> JSONResponse:
+    return _error(status.HTTP_500_INTERNAL_SERVER_ERROR, str(exc))
+
+
+async def _bug(request: Request, exc: Exception) -> JSONResponse:
+    logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return _error(status.HTTP_500_INTERNAL_SERVER_ERROR, "internal error (logged)")
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(ValueError, _value_error)
+    app.add_exception_handler(NotSupported, _not_supported)
+    app.add_exception_handler(RedisError, _redis_down)
+    app.add_exception_handler(KafkaError, _kafka_down)
+    app.add_exception_handler(BrokerUnavailable, _kafka_down)
+    app.add_exception_handler(CheckpointUnreadable, _checkpoint)
+    app.add_exception_handler(Exception, _bug)

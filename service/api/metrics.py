@@ -1,0 +1,72 @@
+"""``/metrics``: per-model event counters and dead-letter total read from Redis (so every API
+replica shows the same figures, whichever worker owns a model), plus the API's own request
+latency histogram and process metrics."""
+
+from __future__ import annotations
+
+import logging
+
+from prometheus_client import (
+    CollectorRegistry,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+
+from service.api.store import ApiStore
+from service.metrics.exposition import ModelSnapshot, SnapshotCollector
+
+logger = logging.getLogger(__name__)
+
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class ApiMetrics:
+    """The API's own metrics, in a registry per app (tests build many apps)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.latency = Histogram(
+            "onlinepredict_http_request_duration_seconds",
+            "HTTP request latency by route template.",
+            ["method", "route", "status"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.redis_up = Gauge(
+            "onlinepredict_api_redis_up",
+            "1 when the last /metrics scrape could read Redis.",
+            registry=self.registry,
+        )
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+
+    async def render(self, store: ApiStore) -> bytes:
+        """Exposition text; model figures are left out (and logged) while Redis is down."""
+        models: bytes = b""
+        try:
+            snapshots = await snapshots_from_store(store)
+            deadletters = await store.deadletters()
+        except Exception as exc:  # noqa: BLE001 - a scrape must not fail with Redis down
+            logger.warning("/metrics: cannot read Redis: %s", exc)
+            self.redis_up.set(0)
+        else:
+            self.redis_up.set(1)
+            one_shot = CollectorRegistry(auto_describe=False)
+            one_shot.register(SnapshotCollector(snapshots, deadletters))  # type: ignore[arg-type]
+            models = generate_latest(one_shot)
+        return generate_latest(self.registry) + models
+
+
+async def snapshots_from_store(store: ApiStore) -> list[ModelSnapshot]:
+    specs = {s["id"]: s for s in await store.list_specs()}
+    ids = sorted(set(specs) | set(await store.model_ids()))
+    counters = await store.counters(ids)
+    return [
+        ModelSnapshot(model=m, kind=str(specs.get(m, {}).get("kind", "")), counters=counters[m])
+        for m in ids
+    ]

@@ -1,0 +1,90 @@
+"""ASGI middleware: request body size limit (413) and per-route latency histogram."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from fastapi import HTTPException, status
+from prometheus_client import Histogram
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class LimitsAndTiming:
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, latency: Histogram) -> None:
+        self.app = app
+        self.max_body = max_body_bytes
+        self.latency = latency
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status_code = [500]
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status_code[0] = message["status"]
+            await send(message)
+
+        try:
+            declared = _content_length(scope)
+            if declared is not None and declared > self.max_body:
+                await _reject(send_wrapper, self.max_body)
+                return
+            await self.app(scope, self._counting(receive), send_wrapper)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", None) or "unmatched"
+            self.latency.labels(scope.get("method", ""), path, str(status_code[0])).observe(
+                time.perf_counter() - start
+            )
+
+    def _counting(self, receive: Receive) -> Receive:
+        seen = 0
+
+        async def wrapped() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_body:
+                    # An HTTPException passes FastAPI's body parsing unchanged (others become 400).
+                    raise HTTPException(
+                        status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, _too_large(self.max_body)
+                    )
+            return message
+
+        return wrapped
+
+
+def _too_large(limit: int) -> str:
+    return f"request body larger than the limit of {limit} bytes"
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _reject(send: Any, limit: int) -> None:
+    body = json.dumps({"detail": _too_large(limit)}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

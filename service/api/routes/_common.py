@@ -1,0 +1,43 @@
+"""Helpers shared by the routes: documented error responses, input checks, JSON values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from service.api.schemas import ErrorResponse, ModelSpec
+from service.config import Settings
+
+
+def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for the given error codes."""
+    text = {
+        401: "Missing or wrong API key.",
+        404: "No model with this id (or, for labels, no such prediction).",
+        409: "Conflict: the id exists, or the model's learner lacks this capability.",
+        413: "Request body too large.",
+        422: "Invalid input: wrong dimension, NaN/inf, bad parameter (readable message).",
+        503: "Redis or Kafka unavailable; retry later.",
+    }
+    return {c: {"model": ErrorResponse, "description": text[c]} for c in codes}
+
+
+def check_vectors(spec: ModelSpec, rows: list[list[float]], settings: Settings, what: str) -> None:
+    """Batch size and dimension limits; ``ValueError`` (422) with a readable message."""
+    if len(rows) > settings.max_batch:
+        raise ValueError(f"{what}: at most {settings.max_batch} per request, got {len(rows)}")
+    for i, row in enumerate(rows):
+        if len(row) != spec.dim:
+            raise ValueError(
+                f"{what}[{i}] must have dimension {spec.dim} (model {spec.id!r}), got {len(row)}"
+            )
+
+
+def jsonable(value: Any) -> Any:
+    """numpy scalars and arrays as plain JSON values."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value

@@ -1,0 +1,69 @@
+"""Events: a batch of labelled or unlabelled vectors, produced to Kafka keyed by model id."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, status
+
+from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep
+from service.api.routes._common import check_vectors, errors
+from service.api.schemas import Accepted, EventsRequest
+from service.api.security import WriteKey
+from service.api.serving import Served
+
+router = APIRouter(prefix="/v1/models", tags=["events"])
+
+
+def check_label(served: Served, y: Any, where: str) -> None:
+    """The learner's own label check (e.g. -1/+1 for classifiers), before Kafka, as a 422."""
+    try:
+        served.learner._check_y(y)  # noqa: SLF001 - the contract's label validation
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def event_record(
+    model: str, event_id: str, x: list[float], y: Any, hint: float | None, ts: float | None
+) -> dict[str, Any]:
+    """One event on the wire (design.md, "Events"); ``hint`` only when given."""
+    rec: dict[str, Any] = {
+        "model": model,
+        "id": event_id,
+        "x": x,
+        "y": y,
+        "ts": ts if ts is not None else time.time(),
+    }
+    if hint is not None:
+        rec["hint"] = hint
+    return rec
+
+
+@router.post(
+    "/{model_id}/events",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=Accepted,
+    dependencies=[WriteKey],
+    responses=errors(401, 404, 413, 422, 503),
+)
+async def send_events(
+    body: EventsRequest,
+    model: ModelDep,
+    settings: SettingsDep,
+    producer: ProducerDep,
+    cache: CacheDep,
+) -> Accepted:
+    """Validate a batch of events and produce them to Kafka (202 once all are acked)."""
+    check_vectors(model, [e.x for e in body.events], settings, "events")
+    served = await cache.get(model)
+    for i, e in enumerate(body.events):
+        if e.y is not None:
+            check_label(served, e.y, f"events[{i}].y")
+    records = [
+        event_record(model.id, e.id or uuid.uuid4().hex, e.x, e.y, e.hint, e.ts)
+        for e in body.events
+    ]
+    await producer.send_all(settings.events_topic, model.id, records)
+    return Accepted(accepted=len(records), ids=[r["id"] for r in records])

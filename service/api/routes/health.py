@@ -1,0 +1,64 @@
+"""Liveness, readiness (Redis and Kafka reachable) and Prometheus metrics."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Request, Response, status
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from service.api.deps import ProducerDep, StoreDep
+from service.api.schemas import Health, Readiness
+
+router = APIRouter(tags=["health"])
+
+PING_TIMEOUT_S = 3.0
+
+
+@router.get("/healthz", response_model=Health)
+async def healthz() -> Health:
+    """Liveness: the process answers."""
+    return Health()
+
+
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "Redis or Kafka unreachable."}},
+)
+async def readyz(store: StoreDep, producer: ProducerDep) -> JSONResponse:
+    """Readiness: Redis answers PING and the Kafka cluster metadata can be fetched."""
+    redis_state, kafka_state = await asyncio.gather(_redis(store), _kafka(producer))
+    ready = redis_state == "ok" and kafka_state == "ok"
+    body = Readiness(
+        status="ready" if ready else "unavailable", redis=redis_state, kafka=kafka_state
+    )
+    code = status.HTTP_200_OK if ready else status.HTTP_503_SERVICE_UNAVAILABLE
+    return JSONResponse(body.model_dump(), status_code=code)
+
+
+@router.get(
+    "/metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}}
+)
+async def metrics(request: Request, store: StoreDep) -> Response:
+    """Prometheus exposition: per-model event counters, dead letters, request latency."""
+    body = await request.app.state.metrics.render(store)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+async def _redis(store: StoreDep) -> str:
+    try:
+        async with asyncio.timeout(PING_TIMEOUT_S):
+            await store.redis.ping()
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        return f"unavailable: {type(exc).__name__}: {exc}"
+    return "ok"
+
+
+async def _kafka(producer: ProducerDep) -> str:
+    try:
+        await producer.ping()
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        return f"unavailable: {exc}"
+    return "ok"

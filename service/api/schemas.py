@@ -1,0 +1,266 @@
+"""Request and response models: the HTTP wire contract (design.md, "HTTP API").
+
+Floats are finite everywhere (``allow_inf_nan=False``), so NaN and inf are a readable 422.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+#: Model ids become part of Redis keys and Kafka keys: no braces, colons or spaces.
+ModelId = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"),
+    Field(description="1-128 characters: letters, digits, '.', '_', '-'.", examples=["sp500"]),
+]
+EventId = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=256),
+    Field(description="Idempotency key: an event id is applied at most once."),
+]
+Label = Annotated[
+    float | int | bool | str,
+    Field(description="Regression target, or class label (-1/+1, 0/1, true/false, name)."),
+]
+Vector = list[float]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class ErrorResponse(BaseModel):
+    detail: str = Field(examples=["x must have dimension 3, got 2 values"])
+    errors: list[dict[str, Any]] | None = None
+
+
+# ---- models --------------------------------------------------------------------------------
+class ModelSpec(_Strict):
+    """A model: learner ``kind``, feature dimension and the learner's hyperparameters."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={
+            "examples": [
+                {"id": "demo-pa", "kind": "pa", "dim": 3, "params": {"variant": "pa2", "C": 1.0}},
+                {
+                    "id": "sp500",
+                    "kind": "apas",
+                    "dim": 3,
+                    "params": {"lam": 0.1},
+                    "assets": ["AAPL", "MSFT", "AMZN"],
+                },
+            ]
+        },
+    )
+
+    id: ModelId
+    kind: str = Field(description="A learner kind from the registry, e.g. 'pa'.")
+    dim: int = Field(ge=1, description="Number of features of x.")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword hyperparameters of the learner."
+    )
+    assets: list[str] | None = Field(
+        default=None,
+        description="Optional names of the dim features (index trackers: asset tickers).",
+    )
+
+    @classmethod
+    def from_stored(cls, raw: dict[str, Any]) -> ModelSpec:
+        """Parse a stored spec, ignoring bookkeeping fields the registry keeps next to it."""
+        return cls.model_validate({k: raw[k] for k in ModelSpec.model_fields if k in raw})
+
+    @model_validator(mode="after")
+    def _check_assets(self) -> ModelSpec:
+        if self.assets is not None:
+            if len(self.assets) != self.dim:
+                raise ValueError(
+                    f"assets must name all {self.dim} features, got {len(self.assets)}"
+                )
+            if len(set(self.assets)) != len(self.assets):
+                raise ValueError("asset names must be unique")
+        return self
+
+
+class ModelStatus(BaseModel):
+    version: int = Field(description="Checkpoint version; 0 before the first checkpoint.")
+    applied: int = 0
+    duplicate: int = 0
+    rejected: int = 0
+
+
+class ModelOut(ModelSpec):
+    task: str = Field(description="'regression' or 'classification'.")
+    status: ModelStatus | None = None
+
+
+class ModelList(BaseModel):
+    models: list[ModelOut]
+
+
+# ---- predict -------------------------------------------------------------------------------
+class PredictRequest(_Strict):
+    """Either one vector ``x`` (with an optional ``hint``) or a batch ``instances``."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={
+            "examples": [{"x": [0.1, -0.2, 0.3]}, {"instances": [[0.1, 0.2, 0.3], [1, 0, 0]]}]
+        },
+    )
+
+    x: Vector | None = None
+    hint: float | None = Field(None, description="Side information for learners that use it.")
+    instances: list[Vector] | None = None
+    hints: list[float | None] | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> PredictRequest:
+        if (self.x is None) == (self.instances is None):
+            raise ValueError("give exactly one of 'x' (one vector) or 'instances' (a batch)")
+        if self.x is None and self.hint is not None:
+            raise ValueError("'hint' goes with 'x'; use 'hints' with 'instances'")
+        if self.instances is not None:
+            if not self.instances:
+                raise ValueError("'instances' must not be empty")
+            if self.hints is not None and len(self.hints) != len(self.instances):
+                raise ValueError("'hints' must have one entry per instance")
+        elif self.hints is not None:
+            raise ValueError("'hints' goes with 'instances'; use 'hint' with 'x'")
+        return self
+
+    def rows(self) -> tuple[list[Vector], list[float | None]]:
+        if self.x is not None:
+            return [self.x], [self.hint]
+        assert self.instances is not None
+        return self.instances, list(self.hints or [None] * len(self.instances))
+
+
+class PredictionOut(BaseModel):
+    value: Any = Field(description="Point prediction: a float, or the class label.")
+    prediction_id: str = Field(description="Send the label for this prediction with this id.")
+    scores: dict[str, float] | None = None
+
+
+class PredictResponse(BaseModel):
+    predictions: list[PredictionOut]
+    model_version: int
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "predictions": [{"value": 0.42, "prediction_id": "3f2a...", "scores": None}],
+                    "model_version": 17,
+                }
+            ]
+        }
+    )
+
+
+# ---- events and labels ---------------------------------------------------------------------
+class EventIn(_Strict):
+    id: EventId | None = Field(None, description="Assigned (uuid4 hex) when missing.")
+    x: Vector
+    y: Label | None = Field(None, description="null for an unlabelled vector.")
+    hint: float | None = None
+    ts: float | None = Field(None, description="Event time, seconds since the epoch.")
+
+
+class EventsRequest(_Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={
+            "examples": [
+                {"events": [{"id": "e-1", "x": [0.1, 0.2, 0.3], "y": 0.5}, {"x": [1, 0, 0]}]}
+            ]
+        },
+    )
+
+    events: list[EventIn] = Field(min_length=1)
+
+
+class Accepted(BaseModel):
+    accepted: int = Field(description="Number of events produced to Kafka.")
+    ids: list[str] = Field(description="Event ids, in order (assigned where missing).")
+
+
+class LabelRequest(_Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={"examples": [{"prediction_id": "3f2a9c...", "y": 0.37}]},
+    )
+
+    prediction_id: str = Field(min_length=1, max_length=128)
+    y: Label
+    ts: float | None = None
+
+
+class LabelResponse(BaseModel):
+    status: Literal["accepted", "duplicate"] = Field(
+        description="'duplicate': this prediction was labelled before; the label is ignored."
+    )
+    event_id: str = Field(description="Id of the joined event: 'label:' + prediction_id.")
+
+
+# ---- task-specific -------------------------------------------------------------------------
+class QuantifyRequest(_Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={"examples": [{"instances": [[0.1, 0.2], [1.0, -1.0]], "method": "cc"}]},
+    )
+
+    instances: list[Vector] = Field(min_length=1)
+    method: str = Field("cc", description="Prevalence estimator, e.g. cc, acc, pcc, pacc.")
+
+
+class QuantifyResponse(BaseModel):
+    prevalence: float = Field(description="Estimated fraction of the positive class, in [0, 1].")
+    method: str
+    n: int
+    model_version: int
+
+
+class Holding(BaseModel):
+    asset: str
+    weight: float
+
+
+class PortfolioResponse(BaseModel):
+    weights: dict[str, float] = Field(description="Current weight of every asset.")
+    top: list[Holding] = Field(description="The largest holdings, by weight.")
+    model_version: int
+
+
+class BlockRequest(_Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={"examples": [{"vectors": [[0.1, 0.2], [0.3, -0.1], [1.0, 0.0]]}]},
+    )
+
+    id: EventId | None = Field(None, description="Idempotency key of the registration.")
+    vectors: list[Vector] = Field(min_length=1, description="The block's design vectors (T x d).")
+
+
+class BlockAccepted(BaseModel):
+    event_id: str
+    T: int = Field(description="Number of vectors registered.")
+
+
+# ---- health --------------------------------------------------------------------------------
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "unavailable"]
+    redis: str
+    kafka: str

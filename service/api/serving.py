@@ -1,0 +1,88 @@
+"""Learners served by the API: rebuilt from the latest checkpoint, cached in-process, and
+refreshed when the checkpoint's version (or the spec) changes."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import learners
+from learners.codec import StateCodecError
+from service.api.schemas import ModelSpec
+from service.api.store import ApiStore
+
+logger = logging.getLogger(__name__)
+
+CACHE_MODELS = 256  # learners kept in memory; the least recently used is dropped
+
+
+class CheckpointUnreadable(RuntimeError):
+    """A stored checkpoint cannot be decoded: a server-side fault, not bad input."""
+
+
+@dataclass(frozen=True)
+class Served:
+    learner: learners.Learner
+    version: int  # 0: no checkpoint yet, a fresh learner from the spec
+
+
+def build_learner(spec: ModelSpec) -> learners.Learner:
+    """A fresh learner; ``ValueError``/``TypeError`` carry the constructor's message."""
+    return learners.build(spec.kind, spec.dim, **spec.params)
+
+
+def _fingerprint(spec: ModelSpec) -> str:
+    return json.dumps(spec.model_dump(mode="json"), sort_keys=True)
+
+
+class ModelCache:
+    def __init__(self, store: ApiStore, size: int = CACHE_MODELS) -> None:
+        self._store = store
+        self._size = size
+        self._entries: OrderedDict[str, tuple[str, Served]] = OrderedDict()
+
+    async def get(self, spec: ModelSpec) -> Served:
+        """The learner at the latest checkpoint: one HGET when the cached version is current."""
+        fp = _fingerprint(spec)
+        version = await self._store.version(spec.id)
+        hit = self._entries.get(spec.id)
+        if hit is not None and hit[0] == fp and hit[1].version == version:
+            self._entries.move_to_end(spec.id)
+            return hit[1]
+        served = await self._load(spec)
+        self._entries[spec.id] = (fp, served)
+        self._entries.move_to_end(spec.id)
+        while len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+        return served
+
+    def forget(self, model: str) -> None:
+        self._entries.pop(model, None)
+
+    async def _load(self, spec: ModelSpec) -> Served:
+        blob, version = await self._store.checkpoint(spec.id)
+        if blob is None:
+            return Served(build_learner(spec), version)
+        try:
+            learner = learners.load_state(learners.decode_state(blob))
+        except (StateCodecError, ValueError, TypeError, KeyError) as exc:
+            logger.error(
+                "checkpoint of model %r (version %d) unreadable: %s", spec.id, version, exc
+            )
+            raise CheckpointUnreadable(
+                f"the checkpoint of model {spec.id!r} (version {version}) cannot be read"
+            ) from exc
+        if learner.kind != spec.kind or learner.dim != spec.dim:
+            # A leftover of a deleted model with the same id: serve the spec, not the stale state.
+            logger.warning(
+                "checkpoint of %r is a %s/%d, spec says %s/%d; serving a fresh learner",
+                spec.id,
+                learner.kind,
+                learner.dim,
+                spec.kind,
+                spec.dim,
+            )
+            return Served(build_learner(spec), version)
+        return Served(learner, version)

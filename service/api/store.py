@@ -1,0 +1,142 @@
+"""The API's Redis access: model specs, checkpoint reads, and predictions awaiting labels.
+
+Keys come from ``service.store.keys``. The API never writes a model's state hash (the worker
+owning the model's partition is its single writer); it only reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from service.store.keys import Keys
+
+COUNTERS = ("applied", "duplicate", "rejected")
+
+# Claim a prediction for its label atomically: nil when unknown/expired, {0} when it was
+# labelled before, else {1, x, hint}. One key, so it is also safe on Redis Cluster.
+_CLAIM = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+if redis.call('HSETNX', KEYS[1], 'labelled', ARGV[1]) == 0 then return {0} end
+return {1, redis.call('HGET', KEYS[1], 'x'), redis.call('HGET', KEYS[1], 'hint')}
+"""
+
+
+@dataclass(frozen=True)
+class Claim:
+    duplicate: bool
+    x: list[float] | None = None
+    hint: float | None = None
+
+
+class ApiStore:
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        self.redis = redis
+        self.keys = keys
+        self._claim = redis.register_script(_CLAIM)
+
+    # ---- specs ---------------------------------------------------------------------------
+    async def create_spec(self, spec: dict[str, Any]) -> bool:
+        """Store a new spec; False when the id is taken."""
+        created = await self.redis.set(self.keys.spec(spec["id"]), json.dumps(spec), nx=True)
+        if not created:
+            return False
+        await self.redis.sadd(self.keys.models(), spec["id"])
+        return True
+
+    async def get_spec(self, model: str) -> dict[str, Any] | None:
+        raw = await self.redis.get(self.keys.spec(model))
+        return None if raw is None else json.loads(raw)
+
+    async def list_specs(self) -> list[dict[str, Any]]:
+        ids = sorted(m.decode() for m in await self.redis.smembers(self.keys.models()))
+        if not ids:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for m in ids:
+                pipe.get(self.keys.spec(m))
+            raws = await pipe.execute()
+        return [json.loads(raw) for raw in raws if raw is not None]
+
+    async def delete_model(self, model: str) -> bool:
+        """Delete the spec, checkpoint, history, dedupe ids and pending predictions."""
+        k = self.keys
+        removed = await self.redis.delete(k.spec(model))
+        await self.redis.delete(k.state(model), k.history(model), k.seen(model))
+        await self.redis.srem(k.models(), model)
+        pattern = k.prediction(model, "*")
+        batch: list[bytes] = []
+        async for key in self.redis.scan_iter(match=pattern, count=1000):
+            batch.append(key)
+            if len(batch) >= 500:
+                await self.redis.delete(*batch)
+                batch = []
+        if batch:
+            await self.redis.delete(*batch)
+        return bool(removed)
+
+    # ---- checkpoints (read only) ---------------------------------------------------------
+    async def version(self, model: str) -> int:
+        raw = await self.redis.hget(self.keys.state(model), "version")
+        return int(raw) if raw is not None else 0
+
+    async def checkpoint(self, model: str) -> tuple[bytes | None, int]:
+        """The state blob and its version, read together (one atomic HMGET)."""
+        blob, version = await self.redis.hmget(self.keys.state(model), ["state", "version"])
+        return blob, int(version) if version is not None else 0
+
+    async def status(self, model: str) -> dict[str, int]:
+        fields = ["version", *COUNTERS]
+        values = await self.redis.hmget(self.keys.state(model), fields)
+        return {f: int(v) if v is not None else 0 for f, v in zip(fields, values, strict=True)}
+
+    async def counters(self, models: list[str]) -> dict[str, dict[str, int]]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for m in models:
+                pipe.hmget(self.keys.state(m), list(COUNTERS))
+            rows = await pipe.execute()
+        return {
+            m: {c: int(v) if v is not None else 0 for c, v in zip(COUNTERS, row, strict=True)}
+            for m, row in zip(models, rows, strict=True)
+        }
+
+    async def model_ids(self) -> list[str]:
+        return sorted(m.decode() for m in await self.redis.smembers(self.keys.models()))
+
+    async def deadletters(self) -> int:
+        raw = await self.redis.get(self.keys.deadletter_count())
+        return int(raw) if raw is not None else 0
+
+    # ---- predictions awaiting labels -----------------------------------------------------
+    async def save_predictions(
+        self,
+        model: str,
+        rows: list[tuple[str, list[float], float | None]],
+        version: int,
+        ttl_s: int,
+    ) -> None:
+        now = repr(time.time())
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for pid, x, hint in rows:
+                key = self.keys.prediction(model, pid)
+                mapping = {"x": json.dumps(x), "hint": json.dumps(hint), "v": version, "ts": now}
+                pipe.hset(key, mapping=mapping)
+                pipe.expire(key, ttl_s)
+            await pipe.execute()
+
+    async def claim_prediction(self, model: str, prediction_id: str) -> Claim | None:
+        """Mark a prediction as labelled; None when unknown or expired."""
+        res = await self._claim(keys=[self.keys.prediction(model, prediction_id)], args=[1])
+        if res is None:
+            return None
+        if int(res[0]) == 0:
+            return Claim(duplicate=True)
+        return Claim(duplicate=False, x=json.loads(res[1]), hint=json.loads(res[2]))
+
+    async def release_prediction(self, model: str, prediction_id: str) -> None:
+        """Undo a claim whose joined event could not be produced, so the label can be resent."""
+        await self.redis.hdel(self.keys.prediction(model, prediction_id), "labelled")
