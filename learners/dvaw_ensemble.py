@@ -1,0 +1,271 @@
+"""Meta-ensemble that learns the discount of discounted VAW (Jacobsen & Cutkosky 2024, §4).
+
+Experts: a geometric grid of discounts (§4.1) plus the gamma = 0 expert; range clipping
+(Alg. 2, §4.2); adaptive fixed share in the log domain (Alg. 3, §4.3). All matrix experts
+share x_t and are updated as one stacked computation (``learners.dvaw`` kernel).
+
+References
+----------
+A. Jacobsen, A. Cutkosky (2024), ICML, arXiv 2405.19175, §4 and App. D-E;
+spec ``shared/spec/discounted_vaw.md`` §4.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+
+from learners._constraints import Constraint, Interval, Options
+from learners.base import Learner, Prediction, StepReport, positive
+from learners.dvaw import (
+    DEFAULT_REFRESH,
+    STABILISER_CONSTRAINTS,
+    Begin,
+    begin,
+    clip,
+    commit,
+    fresh_stack,
+    hinted,
+    resolve_floor,
+    set_stack_attrs,
+    stabilise,
+    stack_attrs,
+)
+
+#: default horizon T_cap (spec §4.1 [eng]: a fixed cap instead of the doubling trick)
+DEFAULT_HORIZON = 1_000_000
+
+
+def expert_grid(dim: int, horizon: int, base: float = 2.0) -> list[float]:
+    """Positive grid eta_i = min(2d b^i, d T), i >= 0, built by iteration (spec §4.1).
+
+    Returns the effective memories eta (gamma = eta / (1 + eta)); the gamma = 0 expert is not
+    included. Exact integer arithmetic when ``base`` is integral, so no log round-off.
+    """
+    eta_max: float = dim * horizon
+    step: float = int(base) if float(base).is_integer() else float(base)
+    eta: float = 2 * dim
+    out: list[float] = []
+    while eta < eta_max:
+        out.append(eta)
+        eta = eta * step
+    out.append(eta_max)
+    return [float(e) for e in out]
+
+
+def log_normalise(logp: np.ndarray) -> np.ndarray:
+    m = np.max(logp)
+    return logp - (m + math.log(float(np.sum(np.exp(logp - m)))))
+
+
+def share_rate(t: int) -> float:
+    """beta_{t+1} = 1 / ((e + t) ln^2(e + t) + 1) (Alg. 3, natural log)."""
+    a = math.e + t
+    return 1.0 / (a * math.log(a) ** 2 + 1.0)
+
+
+class Forecast(NamedTuple):
+    b: Begin
+    y_ref: float
+    raw: np.ndarray  # (N,) raw expert predictions, index 0 is the gamma = 0 expert
+    clipped: np.ndarray  # (N,) clipped to B_t
+    p: np.ndarray  # (N,) meta weights
+    value: float
+
+
+class DVAWEnsemble(Learner):
+    """Discounted-VAW meta-ensemble: learns the discount factor online, no tuning (§4.4).
+
+    Parameters
+    ----------
+    dim : int
+        Number of features (standardise them and add an intercept; there is no bias).
+    lam : float, default=1.0
+        Regulariser lambda > 0 shared by all experts.
+    base : float, default=2.0
+        Grid ratio b > 1 (§4.1).
+    horizon : int, default=1_000_000
+        T (or T_cap) of the grid: eta runs from 2d to d * horizon. Beyond it the learner keeps
+        working; the longest memory is then d * horizon rounds.
+    hint : {"self", "external"}, default="self"
+        Self-confident clipped hints (Thm 4.3; the best mode in §7.4) or external hints
+        y~_t = y^Ref_t (Thm 4.2).
+    ref : {"last", "zero"}, default="last"
+        Reference y^Ref_t: the previous label (y_0 = 0) or 0. An event ``hint``, when given,
+        is used as y^Ref_t instead (any value known before y_t is allowed, §4.2).
+    stabilised : bool, default=True
+        Numerical safeguards of §3.7 (guard, periodic refresh, regulariser floor).
+    refresh : int, default=64
+        Refresh period K.
+    lambda_floor : float or None, default=None
+        Regulariser floor at refreshes; None means 1e-6 * lam (0 in exact mode).
+
+    Attributes
+    ----------
+    P_, v_, Sigma_, theta_ : ndarray of shape (G, dim, dim) / (G, dim)
+        Stacked states of the G = N - 1 matrix experts (§3.5).
+    ridge_, logdet_ : ndarray of shape (G,)
+        Ridge level and ln det Sigma per expert.
+    logp_ : ndarray of shape (N,)
+        Log meta weights; index 0 is the gamma = 0 expert (predicts y^Ref_t).
+    L_, M_ : float
+        Running max clipped loss (alpha_t = 1 / (2 L_t)) and running max |y_t - y^Ref_t|.
+    y_prev_ : float
+        Last label.
+    loss_, expert_loss_ : float, ndarray of shape (N,)
+        Cumulative squared error of the meta and of each expert's raw prediction.
+    t_ : int
+        Rounds learned.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> model = DVAWEnsemble(2, horizon=1000)
+    >>> for t in range(1000):
+    ...     u = np.array([1.0, -1.0]) if t < 500 else np.array([-1.0, 2.0])
+    ...     x = rng.normal(size=2)
+    ...     rep = model.learn(x, float(x @ u + 0.1 * rng.normal()))
+    >>> print(round(model.predict(np.array([1.0, 1.0])).value, 1))
+    1.0
+    >>> print(rep.diagnostics["effective_memory"] < 1000)
+    True
+
+    References
+    ----------
+    Jacobsen & Cutkosky (2024), Algs. 1-3, Thms 4.1-4.3; spec ``discounted_vaw.md`` §4.
+    """
+
+    kind: ClassVar[str] = "dvaw-ensemble"
+    _constraints: ClassVar[dict[str, Constraint]] = {
+        "lam": positive(),
+        "base": Interval(1.0, 1e6, closed="right"),
+        "horizon": Interval(1, 2**62, integer=True),
+        "hint": Options(("self", "external")),
+        "ref": Options(("last", "zero")),
+        **STABILISER_CONSTRAINTS,
+    }
+    max_dim: ClassVar[int] = 2_000  # G stacked d x d matrices
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        lam: float = 1.0,
+        base: float = 2.0,
+        horizon: int = DEFAULT_HORIZON,
+        hint: str = "self",
+        ref: str = "last",
+        stabilised: bool = True,
+        refresh: int = DEFAULT_REFRESH,
+        lambda_floor: float | None = None,
+    ):
+        self._init_params(
+            dim,
+            {
+                "lam": lam,
+                "base": base,
+                "horizon": horizon,
+                "hint": hint,
+                "ref": ref,
+                "stabilised": stabilised,
+                "refresh": refresh,
+                "lambda_floor": lambda_floor,
+            },
+        )
+        eta = np.array(expert_grid(self.dim, int(horizon), float(base)))
+        self._eta = np.concatenate([[0.0], eta])  # eta of the gamma = 0 expert is 0
+        self._gamma = eta / (1.0 + eta)
+        self._log_gamma = -np.log1p(1.0 / eta)  # ln gamma without cancellation (§3.7 item 5)
+        self._floor = resolve_floor(float(lam), stabilised, lambda_floor)
+        n = eta.size + 1
+        set_stack_attrs(self, fresh_stack(eta.size, self.dim, float(lam)))
+        self.logp_ = np.full(n, -math.log(n))  # p_1 uniform (Thm 4.1)
+        self.L_ = 0.0
+        self.M_ = 0.0
+        self.y_prev_ = 0.0
+        self.loss_ = 0.0
+        self.expert_loss_ = np.zeros(n)
+        self.refreshes_ = 0
+        self.floor_lifts_ = 0
+        self.t_ = 0
+
+    @property
+    def gammas(self) -> np.ndarray:
+        """The N discount factors, gamma = 0 first."""
+        return np.concatenate([[0.0], self._gamma])
+
+    @property
+    def weights(self) -> np.ndarray:
+        """The meta-weighted RLS estimates sum_i p_i v_i (the gamma = 0 expert counts as 0)."""
+        p = np.exp(self.logp_)
+        return np.asarray(p[1:] @ self.v_)
+
+    def _reference(self, hint: float | None) -> float:
+        if hint is not None:
+            return hint
+        return self.y_prev_ if self.ref == "last" else 0.0
+
+    def _forecast(self, x: np.ndarray, hint: float | None) -> Forecast:
+        y_ref = self._reference(hint)
+        lo, hi = y_ref - self.M_, y_ref + self.M_
+        b = begin(self.P_, self.v_, x, self._gamma)
+        # self mode: the fixed point Clip_B(mu_i) (§3.6); external: y~ = y^Ref (Thm 4.2)
+        h = clip(b.mu, lo, hi) if self.hint == "self" else y_ref
+        raw = np.concatenate([[y_ref], hinted(b, h)])
+        clipped = clip(raw, lo, hi)
+        p = np.exp(self.logp_)
+        p /= p.sum()
+        return Forecast(b, y_ref, raw, clipped, p, float(p @ clipped))
+
+    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
+        return Prediction(self._forecast(x, hint).value)
+
+    def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
+        f = self._forecast(x, hint)
+        self.t_ += 1
+        ell = 0.5 * (y - f.clipped) ** 2  # clipped losses go to the meta (Alg. 2)
+        self.L_ = max(self.L_, float(ell.max()))
+        logp = self.logp_
+        if self.L_ > 0.0:  # alpha_t = 1 / (2 L_t); L_t = 0 leaves p unchanged (§4.3)
+            logp = log_normalise(logp - ell / (2.0 * self.L_))
+        beta = share_rate(self.t_)
+        n = logp.size
+        self.logp_ = np.logaddexp(math.log1p(-beta) + logp, math.log(beta) - math.log(n))
+        self.M_ = max(self.M_, abs(y - f.y_ref))
+        self.y_prev_ = float(y)
+        # experts learn from the raw loss, independent of hints (§4.2, §9 item 13)
+        s = commit(stack_attrs(self), f.b, x, y, self._gamma, self._log_gamma)
+        if self.stabilised:
+            due = np.full(self._gamma.size, self.t_ % self.refresh == 0)
+            s, n_ref, lifted = stabilise(s, f.b, due, self._floor)
+            self.refreshes_ += n_ref
+            self.floor_lifts_ += lifted
+        set_stack_attrs(self, s)
+        err = f.value - y
+        self.loss_ += err * err
+        self.expert_loss_ = self.expert_loss_ + (f.raw - y) ** 2
+        return StepReport(prediction=f.value, loss=err * err, diagnostics=self._diagnostics())
+
+    def _diagnostics(self) -> dict[str, float]:
+        p = np.exp(self.logp_)
+        out = {f"weight_{i}": float(w) for i, w in enumerate(p)}
+        out.update({f"gamma_{i}": float(g) for i, g in enumerate(self.gammas)})
+        out["effective_memory"] = float(p @ (1.0 + self._eta))  # sum_i p_i (1 + eta_i), §7.3
+        out["entropy"] = float(-np.sum(p * self.logp_))
+        out["range_M"] = self.M_
+        out["max_loss_L"] = self.L_
+        out["regret_vs_best_expert"] = float(self.loss_ - self.expert_loss_.min())
+        out["refreshes"] = float(self.refreshes_)
+        return out
+
+    @classmethod
+    def _test_params(cls) -> list[dict[str, Any]]:
+        return [
+            {},
+            {"horizon": 1000},
+            {"horizon": 300, "hint": "external", "ref": "zero", "stabilised": False},
+            {"horizon": 50, "base": 3.0, "refresh": 5, "lambda_floor": 0.5},
+        ]
