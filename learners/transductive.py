@@ -13,6 +13,7 @@ Priors" (arXiv 2410.21621), Thm. 1, Cor. 41; spec ``transductive.md`` §3, §4, 
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, ClassVar
 
@@ -21,6 +22,7 @@ import numpy as np
 from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options
 from learners.base import Learner, Prediction, StepReport
 from learners.transductive_core import whitening
+from learners.transductive_sparse import column_scales, gibbs_predict
 
 _POS = Interval(0.0, math.inf, closed="neither")
 
@@ -52,14 +54,24 @@ class TransductiveRegressor(Learner):
     clip : bool, default=False
         Clip predictions to [-Y, Y] and the labels used in updates (spec §13.4 (a)); labels
         with |y| > Y are counted either way.
-    mode : {"vaw", "ridge"}, default="vaw"
+    mode : {"vaw", "ridge", "sparse"}, default="vaw"
         ``"vaw"``: x_t^T (lam G_T + G_t)^-1 b_{t-1} (Theorem 1); ``"ridge"``: transductive
-        ridge x_t^T (lam G_T + G_{t-1})^-1 b_{t-1} (Cor. 41 with ``clip=True``).
+        ridge x_t^T (lam G_T + G_{t-1})^-1 b_{t-1} (Cor. 41 with ``clip=True``);
+        ``"sparse"``: the column-scaled Student-t prior of §4 (Theorem 3), predicted by
+        Rao-Blackwellised Gibbs (§4.4; O((burn_in + sweeps) d^3) per round, labels always
+        clipped to [-Y, Y] for the update since eta = 1/(2Y^2) depends on Y).
     fallback : {None, "vaw"}, default=None
         Inductive learner for vectors outside the block: isotropic VAW with ``fallback_lam``.
         It learns from every labelled event, in the block or not.
     fallback_lam : float, default=1.0
         Regulariser of the fallback VAW.
+    tau : float or None, default=None
+        ``"sparse"`` only: prior scale, tau_j = tau / |X_j|; ``None`` is Y sqrt(1/d), the
+        Theorem 3 choice Y sqrt(s/d) for sparsity s = 1.
+    sweeps, burn_in : int, default=50, 10
+        ``"sparse"`` only: recorded and discarded Gibbs sweeps per round (§4.4 defaults).
+    seed : int, default=0
+        ``"sparse"`` only: seed of the sampler's random generator (kept in the state).
 
     Attributes
     ----------
@@ -112,9 +124,13 @@ class TransductiveRegressor(Learner):
         "lam": NoneOr(_POS),
         "Y": _POS,
         "clip": Boolean(),
-        "mode": Options(("vaw", "ridge")),
+        "mode": Options(("vaw", "ridge", "sparse")),
         "fallback": NoneOr(Options(("vaw",))),
         "fallback_lam": _POS,
+        "tau": NoneOr(_POS),
+        "sweeps": Interval(2, 100_000, integer=True),
+        "burn_in": Interval(0, 100_000, integer=True),
+        "seed": Interval(0, 2**63 - 1, integer=True),
     }
 
     def __init__(
@@ -127,6 +143,10 @@ class TransductiveRegressor(Learner):
         mode: str = "vaw",
         fallback: str | None = None,
         fallback_lam: float = 1.0,
+        tau: float | None = None,
+        sweeps: int = 50,
+        burn_in: int = 10,
+        seed: int = 0,
     ):
         self._init_params(
             dim,
@@ -137,6 +157,10 @@ class TransductiveRegressor(Learner):
                 "mode": mode,
                 "fallback": fallback,
                 "fallback_lam": fallback_lam,
+                "tau": tau,
+                "sweeps": sweeps,
+                "burn_in": burn_in,
+                "seed": seed,
             },
         )
         d = self.dim
@@ -153,6 +177,12 @@ class TransductiveRegressor(Learner):
         self.block_sum_y2_ = 0.0
         self.label_clipped_ = 0
         self.unregistered_ = 0
+        if mode == "sparse":
+            self.tau_j_ = np.ones(d)
+            self.omega_ = np.ones(d)
+            rng = np.random.default_rng(seed)
+            self.rng_state_ = json.dumps(rng.bit_generator.state)
+            self.mc_stderr_ = 0.0
         if fallback is not None:
             self.fb_P_ = np.eye(d) / fallback_lam
             self.fb_q_ = np.zeros(d)
@@ -171,14 +201,22 @@ class TransductiveRegressor(Learner):
         T = X.shape[0]
         previous = int(self.remaining_.sum())
         lam = float(self.lam) if self.lam is not None else self.dim / T
-        W = whitening(X)
+        if self.mode == "sparse":
+            # original coordinates: the Student prior is not rotation invariant (§4.1)
+            W = np.eye(self.dim)
+            tau = self.tau if self.tau is not None else self.Y * math.sqrt(1.0 / self.dim)
+            self.tau_j_ = column_scales(X, float(tau))
+            self.omega_ = np.ones(self.dim)
+            self.M_ = np.zeros((0, 0))
+        else:
+            W = whitening(X)
+            # whitened: lam G_T -> lam I_r, so M_0 = (lam I)^-1 (spec §3.4)
+            self.M_ = np.eye(W.shape[0]) / lam
         r = W.shape[0]
         self.block_ = X
         self.remaining_ = np.ones(T, dtype=np.int64)
         self.W_ = W
         self.lam_ = lam
-        # whitened: lam G_T -> lam I_r, so M_0 = (lam I)^-1 (spec §3.4)
-        self.M_ = np.eye(r) / lam
         self.Gt_ = np.zeros((r, r))
         self.bt_ = np.zeros(r)
         self.block_t_ = 0
@@ -241,6 +279,8 @@ class TransductiveRegressor(Learner):
         T = self.block_.shape[0]
         if T == 0:
             return 0.0
+        if self.mode == "sparse":
+            return math.nan  # Theorem 3 needs the design's kappa (Definition 2)
         r = self.W_.shape[0]
         c = 4.0 if self.mode == "ridge" else 1.0
         return self.lam_ * T * self.Y**2 + c * r * self.Y**2 * math.log1p(1.0 / self.lam_)
@@ -274,6 +314,22 @@ class TransductiveRegressor(Learner):
             raw /= 1.0 + s
         return raw, Mz, s
 
+    def _sparse_predict(self, x: np.ndarray) -> tuple[float, np.ndarray, float, str]:
+        rng = np.random.Generator(np.random.PCG64())
+        rng.bit_generator.state = json.loads(self.rng_state_)
+        y_hat, omega, stderr = gibbs_predict(
+            x,
+            self.Gt_ + np.outer(x, x),  # G_t includes x_t (§4.2)
+            self.bt_,
+            self.tau_j_,
+            self.omega_,
+            rng,
+            Y=self.Y,
+            burn_in=self.burn_in,
+            sweeps=self.sweeps,
+        )
+        return y_hat, omega, stderr, json.dumps(rng.bit_generator.state)
+
     def _fallback_predict(self, x: np.ndarray) -> tuple[float, np.ndarray, float]:
         Px = self.fb_P_ @ x
         s = float(x @ Px)
@@ -289,6 +345,8 @@ class TransductiveRegressor(Learner):
     def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
         i = self._find(x)
         if i >= 0:
+            if self.mode == "sparse":
+                return Prediction(self._clip(self._sparse_predict(x)[0]))
             return Prediction(self._clip(self._block_predict(self.W_ @ x)[0]))
         if self.fallback is None:
             raise self._unregistered_error()
@@ -299,13 +357,25 @@ class TransductiveRegressor(Learner):
         if i < 0 and self.fallback is None:
             raise self._unregistered_error()
         clipped = abs(y) > self.Y
-        y_upd = self._clip(y)
+        y_upd = min(self.Y, max(-self.Y, y)) if self.clip or self.mode == "sparse" else y
         diag: dict[str, float] = {"transductive": float(i >= 0), "label_clipped": float(clipped)}
         if self.fallback is not None:
             fb_pred, Px, s_fb = self._fallback_predict(x)
             self.fb_P_ = self.fb_P_ - np.outer(Px, Px) / (1.0 + s_fb)
             self.fb_q_ = self.fb_q_ + y_upd * x
-        if i >= 0:
+        if i >= 0 and self.mode == "sparse":
+            raw, self.omega_, self.mc_stderr_, self.rng_state_ = self._sparse_predict(x)
+            pred = self._clip(raw)
+            self.remaining_[i] = 0
+            self.block_t_ += 1
+            self.Gt_ = self.Gt_ + np.outer(x, x)
+            self.bt_ = self.bt_ + y_upd * x
+            loss = (pred - y) ** 2
+            self.block_loss_ += loss
+            self.block_sum_y2_ += y_upd * y_upd
+            diag["mc_stderr"] = self.mc_stderr_
+            diag["block_remaining"] = float(self.block_remaining)
+        elif i >= 0:
             z = self.W_ @ x
             raw, Mz, s = self._block_predict(z)
             pred = self._clip(raw)
@@ -341,6 +411,7 @@ class TransductiveRegressor(Learner):
             {},
             {"mode": "ridge", "clip": True, "Y": 2.0, "lam": 0.1},
             {"fallback": "vaw", "clip": True},
+            {"mode": "sparse", "sweeps": 4, "burn_in": 1, "seed": 3},
         ]
 
 
