@@ -63,6 +63,10 @@ class Dataset:
         Number of events when known in advance.
     params : dict
         Default learner hyperparameters.
+    options : dict
+        The generator's own options and their defaults (``stream(**options)`` overrides).
+    feature_names : tuple of str or None
+        Names of the ``dim`` features when meaningful (the S&P 500 panel's tickers).
     """
 
     name: str
@@ -74,6 +78,7 @@ class Dataset:
     _source: Callable[..., Iterator[Item]] = field(repr=False)
     params: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
+    feature_names: tuple[str, ...] | None = None
 
     def stream(self, limit: int | None = None, **options: Any) -> Iterator[Item]:
         """Yield ``(x, y)``; ``options`` override the data set's own (e.g. ``seed=1``)."""
@@ -103,11 +108,18 @@ def _rows(X: np.ndarray, y: np.ndarray) -> Iterator[Item]:
 
 
 # --- real data -----------------------------------------------------------------------------
+SP500_TICKERS = (
+    "AAPL", "AMD", "BAC", "BBY", "CVX", "GE", "HD", "JNJ", "JPM", "KO",
+    "LLY", "MRK", "MSFT", "PEP", "PFE", "PG", "RRC", "UNH", "WMT", "XOM",
+)  # fmt: skip
+
+
 def _sp500() -> Iterator[Item]:
     """Daily simple returns of 20 S&P 500 stocks (x) and of the S&P 500 index (y)."""
     sk = _require("skfolio.datasets", "sp500")
     prices = sk.load_sp500_dataset()
     index = sk.load_sp500_index()
+    prices = prices[list(SP500_TICKERS)]  # the order the model's assets are named in
     joined = prices.join(index.iloc[:, 0].rename("__index__"), how="inner").sort_index()
     returns = joined.pct_change().iloc[1:].dropna()
     X = returns.drop(columns="__index__").to_numpy(dtype=float)
@@ -297,7 +309,7 @@ def _registry() -> dict[str, Dataset]:
     sets = [
         Dataset("sp500", "apas", 20, "tracking", 8312,
                 "skfolio: 20 S&P 500 stocks' daily returns (x), the S&P 500 index return (y)",
-                _sp500),
+                _sp500, feature_names=SP500_TICKERS),
         Dataset("trump-approval", "dvaw-ensemble", 5, "regression", 1001,
                 "river TrumpApproval: five pollsters' figures (x), the approval rating (y)",
                 _trump),

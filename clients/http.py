@@ -151,14 +151,21 @@ class _Api:
 
     # --- models ---------------------------------------------------------------------------
     def create_model(
-        self, model: str, kind: str, dim: int, params: dict[str, Any] | None = None
+        self,
+        model: str,
+        kind: str,
+        dim: int,
+        params: dict[str, Any] | None = None,
+        *,
+        assets: list[str] | None = None,
     ) -> ModelInfo:
         """``POST /v1/models``: create a model from a learner kind, a dimension and params.
 
-        Raises `ValidationError` (422) with the learner constructor's message on a bad spec
-        and `ConflictError` (409) when the id is taken. Not retried (not idempotent).
+        ``assets`` optionally names the ``dim`` features (index trackers: tickers). Raises
+        `ValidationError` (422) with the learner constructor's message on a bad spec and
+        `ConflictError` (409) when the id is taken. Not retried (not idempotent).
         """
-        spec = ModelSpec(model, kind, int(dim), dict(params or {}))
+        spec = ModelSpec(model, kind, int(dim), dict(params or {}), assets)
         return self._run(
             _Call("POST", "/v1/models", spec.to_json(), idempotent=False),
             lambda b: ModelInfo.from_json({**spec.to_json(), **(b or {})}),
@@ -177,20 +184,26 @@ class _Api:
         return self._run(_Call("DELETE", f"/v1/models/{_quote(model)}"), lambda b: None)
 
     # --- predictions ----------------------------------------------------------------------
-    def predict(self, model: str, x: Any) -> Prediction:
+    def predict(self, model: str, x: Any, *, hint: float | None = None) -> Prediction:
         """``POST /v1/models/{id}/predict`` with one vector (list, ndarray, Series).
 
         The result's ``prediction_id`` joins a later `label`; ``model_version`` says which
-        checkpoint served it.
+        checkpoint served it. ``hint`` is side information for learners that use one.
         """
+        body: dict[str, Any] = {"x": as_vector(x)}
+        if hint is not None:
+            body["hint"] = float(hint)
         return self._run(
-            _Call("POST", f"/v1/models/{_quote(model)}/predict", {"x": as_vector(x)}),
-            _single_prediction,
+            _Call("POST", f"/v1/models/{_quote(model)}/predict", body), _single_prediction
         )
 
-    def predict_batch(self, model: str, X: Any) -> PredictResponse:
+    def predict_batch(
+        self, model: str, X: Any, *, hints: list[float | None] | None = None
+    ) -> PredictResponse:
         """``POST /v1/models/{id}/predict`` with ``{"instances": [...]}`` (2-d array, DataFrame)."""
-        body = {"instances": as_matrix(X)}
+        body: dict[str, Any] = {"instances": as_matrix(X)}
+        if hints is not None:
+            body["hints"] = list(hints)
         return self._run(
             _Call("POST", f"/v1/models/{_quote(model)}/predict", body), PredictResponse.from_json
         )
@@ -251,16 +264,14 @@ class _Api:
         """``GET /v1/models/{id}/portfolio``: an index tracker's current weights by asset."""
         return self._run(_Call("GET", f"/v1/models/{_quote(model)}/portfolio"), Portfolio.from_json)
 
-    def register_block(self, model: str, X: Any) -> dict[str, Any]:
-        """``POST /v1/models/{id}/blocks``: design vectors of a transductive learner's block."""
+    def register_block(self, model: str, X: Any, *, id: str | None = None) -> dict[str, Any]:
+        """``POST /v1/models/{id}/blocks``: design vectors of a transductive learner's block.
+
+        The registration carries an idempotency ``id`` (uuid4 when not given), so it is retried.
+        """
+        body = {"id": id or str(uuid.uuid4()), "vectors": as_matrix(X)}
         return self._run(
-            _Call(
-                "POST",
-                f"/v1/models/{_quote(model)}/blocks",
-                {"instances": as_matrix(X)},
-                idempotent=False,
-            ),
-            lambda b: b or {},
+            _Call("POST", f"/v1/models/{_quote(model)}/blocks", body), lambda b: b or {}
         )
 
     # --- checkpoints ----------------------------------------------------------------------

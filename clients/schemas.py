@@ -37,43 +37,58 @@ class ModelSpec:
     kind: str
     dim: int
     params: dict[str, Any] = field(default_factory=dict)
+    assets: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "dim": int(self.dim), "params": self.params}
+        out = {"id": self.id, "kind": self.kind, "dim": int(self.dim), "params": self.params}
+        if self.assets is not None:
+            out["assets"] = list(self.assets)
+        return out
 
 
 @dataclass
 class ModelInfo:
     """A model as ``GET /v1/models/{id}`` shows it.
 
-    ``applied`` is the number of events the workers have applied to the model's checkpointed
-    state (None when the server does not report it); ``version`` the checkpoint version.
+    ``version`` is the checkpoint version (0 before the first checkpoint); ``applied``,
+    ``duplicate`` and ``rejected`` count the events the workers have processed into the
+    checkpointed state (None when the server does not report them).
     """
 
     id: str
     kind: str = ""
     dim: int = 0
     params: dict[str, Any] = field(default_factory=dict)
+    task: str | None = None
+    assets: list[str] | None = None
     version: int | None = None
     applied: int | None = None
+    duplicate: int | None = None
+    rejected: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ModelInfo:
         known, extra = _split(cls, data)
-        spec = data.get("spec")
-        if isinstance(spec, dict):  # a server may nest the spec
-            for key in ("kind", "dim", "params"):
-                known.setdefault(key, spec.get(key))
         known = {k: v for k, v in known.items() if v is not None}
         info = cls(**known, extra=extra)
-        if info.applied is None:
-            info.applied = _first_int(
-                data, "events.applied", "counters.applied", "stats.applied", "state.applied"
-            )
-        if info.version is None:
-            info.version = _first_int(data, "state.version", "model_version")
+        for name in ("version", "applied", "duplicate", "rejected"):
+            if getattr(info, name) is None:
+                setattr(info, name, _first_int(data, f"status.{name}", f"events.{name}"))
         return info
+
+    @property
+    def processed(self) -> int | None:
+        """Events the workers have taken in: applied + duplicate + rejected."""
+        if self.applied is None:
+            return None
+        return self.applied + (self.duplicate or 0) + (self.rejected or 0)
+
+    def spec(self) -> dict[str, Any]:
+        out = {"id": self.id, "kind": self.kind, "dim": self.dim, "params": self.params}
+        if self.assets:
+            out["assets"] = self.assets
+        return out
 
 
 @dataclass

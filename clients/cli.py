@@ -1,0 +1,319 @@
+"""The client commands of the ``onlinepredict`` CLI: models, predict, replay, watch, checkpoint.
+
+``service/cli.py`` mounts them on the root command with `register`; ``python -m clients.cli``
+runs them alone. The API is found at ``ONLINEPREDICT_API_URL`` (default
+``http://127.0.0.1:8000``), the broker at ``ONLINEPREDICT_KAFKA_BOOTSTRAP``.
+
+Exit codes: 0 success; 1 the server refused the request or it could not be carried out
+(the server's message on stderr); 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from clients._cliutil import (
+    DEFAULT_URL,
+    ApiKey,
+    ApiUrl,
+    JsonOut,
+    Timeout,
+    UserError,
+    _client,
+    _finite,
+    _fmt,
+    _print_json,
+    handle_errors,
+    out,
+    parse_param,
+)
+
+# --- models ----------------------------------------------------------------------------------
+models_app = typer.Typer(help="Create, list, show and delete models.", no_args_is_help=True)
+
+
+def load_spec_file(path: str) -> dict[str, Any]:
+    """A model spec from a JSON or YAML file (``-`` reads stdin)."""
+    import yaml
+
+    text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
+    try:
+        spec = yaml.safe_load(text)  # YAML is a superset of JSON
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: not valid JSON or YAML: {exc}") from exc
+    if not isinstance(spec, dict):
+        raise UserError(f"{path}: a spec must be a mapping with kind, dim and params")
+    return spec
+
+
+@models_app.command("create")
+@handle_errors
+def models_create(
+    model: Annotated[str | None, typer.Argument(help="Model id (or 'id' in the file).")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", "-k", help="Learner kind.")] = None,
+    dim: Annotated[int | None, typer.Option("--dim", "-d", min=1, help="Dimension of x.")] = None,
+    param: Annotated[
+        list[str] | None, typer.Option("--param", "-p", help="Hyperparameter KEY=VALUE.")
+    ] = None,
+    file: Annotated[
+        str | None, typer.Option("--file", "-f", help="Spec as JSON/YAML file ('-': stdin).")
+    ] = None,
+    api_url: ApiUrl = DEFAULT_URL,
+    api_key: ApiKey = None,
+    timeout: Timeout = 10.0,
+    as_json: JsonOut = False,
+) -> None:
+    """Create a model from flags or a JSON/YAML spec file (flags override the file)."""
+    spec = load_spec_file(file) if file else {}
+    params = dict(spec.get("params") or {})
+    params.update(parse_param(p) for p in param or [])
+    model = model or spec.get("id")
+    kind = kind or spec.get("kind")
+    dim = dim or spec.get("dim")
+    missing = [n for n, v in (("model id", model), ("--kind", kind), ("--dim", dim)) if not v]
+    if missing:
+        raise typer.BadParameter(f"missing {', '.join(missing)} (flags or --file)")
+    with _client(api_url, api_key, timeout) as api:
+        info = api.create_model(str(model), str(kind), int(dim), params, assets=spec.get("assets"))
+    if as_json:
+        _print_json(info)
+    else:
+        out.print(f"created model [bold]{info.id}[/bold] ({info.kind}, dim {info.dim})")
+
+
+@models_app.command("list")
+@handle_errors
+def models_list(
+    api_url: ApiUrl = DEFAULT_URL,
+    api_key: ApiKey = None,
+    timeout: Timeout = 10.0,
+    as_json: JsonOut = False,
+) -> None:
+    """List every model."""
+    with _client(api_url, api_key, timeout) as api:
+        models = api.list_models()
+    if as_json:
+        _print_json(list(models))
+        return
+    table = Table("id", "kind", "dim", "task", "version", "applied")
+    for m in models:
+        table.add_row(m.id, m.kind, str(m.dim), _fmt(m.task), _fmt(m.version), _fmt(m.applied))
+    out.print(table)
+
+
+@models_app.command("show")
+@handle_errors
+def models_show(
+    model: Annotated[str, typer.Argument(help="Model id.")],
+    api_url: ApiUrl = DEFAULT_URL,
+    api_key: ApiKey = None,
+    timeout: Timeout = 10.0,
+    as_json: JsonOut = False,
+) -> None:
+    """Show a model's spec, serving version, event counts and headline metrics."""
+    with _client(api_url, api_key, timeout) as api:
+        info = api.get_model(model)
+        summary = _finite(api.model_metrics(model))
+    if as_json:
+        _print_json({"model": info, "metrics": summary})
+        return
+    table = Table(show_header=False, box=None)
+    for key, value in (
+        ("id", info.id),
+        ("kind", info.kind),
+        ("dim", info.dim),
+        ("task", info.task),
+        ("params", json.dumps(info.params)),
+        ("version", info.version),
+        ("applied", info.applied),
+        ("duplicate", info.duplicate),
+        ("rejected", info.rejected),
+        *summary.items(),
+    ):
+        table.add_row(f"[bold]{key}[/bold]", _fmt(value))
+    out.print(table)
+
+
+@models_app.command("delete")
+@handle_errors
+def models_delete(
+    model: Annotated[str, typer.Argument(help="Model id.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    api_url: ApiUrl = DEFAULT_URL,
+    api_key: ApiKey = None,
+    timeout: Timeout = 10.0,
+    as_json: JsonOut = False,
+) -> None:
+    """Delete a model and its checkpoints."""
+    if not yes and sys.stdin.isatty():
+        typer.confirm(f"Delete model {model!r} and its checkpoints?", abort=True)
+    with _client(api_url, api_key, timeout) as api:
+        api.delete_model(model)
+    if as_json:
+        _print_json({"deleted": model})
+    else:
+        out.print(f"deleted model [bold]{model}[/bold]")
+
+
+# --- predict ---------------------------------------------------------------------------------
+def parse_vector(text: str) -> list[float]:
+    """A vector from a line: a JSON array, or numbers separated by commas and/or spaces.
+
+    Examples
+    --------
+    >>> parse_vector("[1, 2.5]"), parse_vector("1, -2 3e-1")
+    ([1.0, 2.5], [1.0, -2.0, 0.3])
+    """
+    text = text.strip()
+    if text.startswith("["):
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"not a JSON array: {text[:60]!r}") from exc
+    else:
+        values = [t for t in text.replace(",", " ").split() if t]
+    try:
+        vector = [float(v) for v in values]
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"not a vector of numbers: {text[:60]!r}") from exc
+    if not vector:
+        raise UserError("empty vector")
+    return vector
+
+
+@handle_errors
+def predict(
+    model: Annotated[str, typer.Argument(help="Model id.")],
+    values: Annotated[
+        list[str] | None,
+        typer.Argument(help="Vector components; none: read one vector per line from stdin."),
+    ] = None,
+    api_url: ApiUrl = DEFAULT_URL,
+    api_key: ApiKey = None,
+    timeout: Timeout = 10.0,
+    as_json: JsonOut = False,
+) -> None:
+    """Predict for a vector given as arguments, or for each vector (line) on stdin."""
+    if values:
+        rows = [parse_vector(" ".join(values))]
+    else:
+        if sys.stdin.isatty():
+            raise typer.BadParameter("give the vector as arguments or on stdin")
+        rows = [parse_vector(line) for line in sys.stdin if line.strip()]
+        if not rows:
+            raise UserError("no vector on stdin")
+    with _client(api_url, api_key, timeout) as api:
+        if len(rows) == 1:
+            preds = [api.predict(model, rows[0])]
+            version = preds[0].model_version
+        else:
+            resp = api.predict_batch(model, rows)
+            preds, version = resp.predictions, resp.model_version
+    if as_json:
+        _print_json(
+            {
+                "predictions": [
+                    {"value": p.value, "prediction_id": p.prediction_id, "scores": p.scores}
+                    for p in preds
+                ],
+                "model_version": version,
+            }
+        )
+        return
+    for p in preds:
+        out.print(f"{_fmt(p.value)}\t{p.prediction_id or ''}")
+
+
+# --- checkpoint ------------------------------------------------------------------------------
+checkpoint_app = typer.Typer(help="List a model's kept checkpoints; roll back to one.")
+
+
+@checkpoint_app.command("list")
+@handle_errors
+def checkpoint_list(
+    model: Annotated[str, typer.Argument(help="Model id.")],
+    api_url: ApiUrl = DEFAULT_URL,
+    api_key: ApiKey = None,
+    timeout: Timeout = 10.0,
+    as_json: JsonOut = False,
+) -> None:
+    """The model's last K checkpoints (K = ONLINEPREDICT_HISTORY_KEEP on the workers)."""
+    with _client(api_url, api_key, timeout) as api:
+        checkpoints = api.checkpoints(model)
+    if as_json:
+        _print_json(checkpoints)
+        return
+    table = Table("version", "partition", "offset", "applied", "time")
+    for c in checkpoints:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c.ts)) if c.ts else "-"
+        table.add_row(str(c.version), _fmt(c.partition), _fmt(c.offset), _fmt(c.applied), when)
+    out.print(table)
+
+
+@checkpoint_app.command("rollback")
+@handle_errors
+def checkpoint_rollback(
+    model: Annotated[str, typer.Argument(help="Model id.")],
+    version: Annotated[int, typer.Argument(help="Checkpoint version to restore.", min=0)],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    api_url: ApiUrl = DEFAULT_URL,
+    api_key: ApiKey = None,
+    timeout: Timeout = 10.0,
+    as_json: JsonOut = False,
+) -> None:
+    """Restore an older checkpoint and its offset; the worker re-learns from there."""
+    if not yes and sys.stdin.isatty():
+        typer.confirm(f"Roll model {model!r} back to version {version}?", abort=True)
+    with _client(api_url, api_key, timeout) as api:
+        result = api.rollback(model, version)
+    if as_json:
+        _print_json(result or {"model": model, "version": version})
+    else:
+        out.print(f"model [bold]{model}[/bold] rolled back to version {version}")
+
+
+# --- replay and watch live in their own modules (they are bigger) ----------------------------
+def _replay_command() -> Callable[..., Any]:
+    from clients.replay import replay
+
+    return replay
+
+
+def _watch_command() -> Callable[..., Any]:
+    from clients.watch import watch
+
+    return watch
+
+
+def register(root: typer.Typer) -> None:
+    """Add the client commands (models, predict, replay, watch, checkpoint) to ``root``."""
+    root.add_typer(models_app, name="models")
+    root.add_typer(checkpoint_app, name="checkpoint")
+    root.command(
+        "predict",
+        context_settings={"ignore_unknown_options": True},  # negative numbers
+    )(predict)
+    root.command("replay")(_replay_command())
+    root.command("watch")(_watch_command())
+
+
+app = typer.Typer(
+    name="onlinepredict",
+    help="onlinepredict client commands: models, predict, replay, watch, checkpoint.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+register(app)
+
+__all__ = ["app", "register"]
+
+if __name__ == "__main__":
+    app()

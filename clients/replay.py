@@ -1,0 +1,301 @@
+"""``onlinepredict replay``: stream a data set into a model, wait until it is learned, report.
+
+The stream goes through Kafka (the events topic, keyed by model id) or through the API's
+events endpoint. Every event gets a fresh uuid4 id, so the workers apply each exactly once.
+After the last send, the command polls the model's processed-event counter (applied +
+duplicate + rejected, from ``GET /v1/models/{id}``, else ``/metrics``) until it has grown by
+the number of events sent, then prints the model's figures from ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from clients import metrics as _metrics
+from clients._cliutil import (
+    DEFAULT_URL,
+    ApiKey,
+    ApiUrl,
+    JsonOut,
+    Timeout,
+    UserError,
+    _client,
+    _finite,
+    _fmt,
+    _print_json,
+    err,
+    handle_errors,
+    out,
+    parse_param,
+)
+from clients.datasets import Dataset, Item, load_dataset
+from clients.http import Client
+
+POLL_S = 0.25  # how often the applied counter is polled while waiting for the workers
+
+
+class RateColumn(ProgressColumn):
+    """Events per second, from rich's own speed estimate."""
+
+    def render(self, task: Any) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("-- ev/s" if speed is None else f"{speed:,.0f} ev/s", style="cyan")
+
+
+def _progress(transient: bool = False) -> Progress:
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=transient,
+    )
+
+
+def chunked(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
+def chunk_size(batch: int, rate: float | None) -> int:
+    """Events per send: about 20 sends a second when rate-limited, ``batch`` otherwise."""
+    if rate:
+        return max(1, min(batch, int(rate / 20)))
+    return batch
+
+
+class _Pacer:
+    """Holds the stream to ``rate`` events/s on average (None: no limit)."""
+
+    def __init__(self, rate: float | None) -> None:
+        self.rate, self.t0 = rate, time.monotonic()
+
+    def delay(self, sent: int) -> float:
+        if not self.rate:
+            return 0.0
+        return max(0.0, self.t0 + sent / self.rate - time.monotonic())
+
+
+async def _send_kafka(
+    chunks: Iterable[list[Item]],
+    model: str,
+    bootstrap: str | None,
+    topic: str | None,
+    rate: float | None,
+    on_sent: Any,
+) -> int:
+    from clients.producer import EventProducer
+
+    sent, pacer = 0, _Pacer(rate)
+    async with EventProducer(bootstrap, topic=topic) as producer:
+        for chunk in chunks:
+            await asyncio.sleep(pacer.delay(sent))
+            await producer.send_many(model, [x for x, _ in chunk], [y for _, y in chunk])
+            sent += len(chunk)
+            on_sent(len(chunk))
+    return sent
+
+
+def _send_http(
+    api: Client, chunks: Iterable[list[Item]], model: str, rate: float | None, on_sent: Any
+) -> int:
+    sent, pacer = 0, _Pacer(rate)
+    for chunk in chunks:
+        time.sleep(pacer.delay(sent))
+        api.send_events(model, [x for x, _ in chunk], [y for _, y in chunk])
+        sent += len(chunk)
+        on_sent(len(chunk))
+    return sent
+
+
+def processed_events(api: Client, model: str) -> int:
+    """Events the workers have taken into the model's checkpointed state."""
+    info = api.get_model(model)
+    if info.processed is not None:
+        return info.processed
+    counts = _metrics.event_counts(_metrics.model_samples(api.metrics_text(), model))
+    return int(sum(counts.values()))
+
+
+def wait_applied(
+    api: Client, model: str, target: int, timeout: float, on_progress: Any = None
+) -> int:
+    """Poll until the model has processed ``target`` events; UserError after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = processed_events(api, model)
+        if on_progress is not None:
+            on_progress(done)
+        if done >= target:
+            return done
+        if time.monotonic() > deadline:
+            raise UserError(
+                f"workers processed {done} of {target} events of model {model!r} within "
+                f"{timeout:.0f}s: are workers running (onlinepredict worker)?"
+            )
+        time.sleep(POLL_S)
+
+
+def ensure_model(
+    api: Client, model: str, ds: Dataset, kind: str | None, params: dict[str, Any]
+) -> tuple[Any, bool]:
+    """The model's info, creating it (``kind``, else the data set's default) when missing."""
+    if api.model_exists(model):
+        info = api.get_model(model)
+        if info.dim and info.dim != ds.dim:
+            raise UserError(
+                f"model {model!r} has dim {info.dim}, data set {ds.name!r} has {ds.dim}"
+            )
+        if kind and info.kind and kind != info.kind:
+            err.print(f"note: model {model!r} exists with kind {info.kind!r}; --kind ignored")
+        return info, False
+    kind = kind or ds.kind
+    if not kind:
+        raise UserError(f"model {model!r} does not exist: pass --kind to create it")
+    assets = list(ds.feature_names) if ds.feature_names else None
+    info = api.create_model(model, kind, ds.dim, {**ds.params, **params}, assets=assets)
+    return info, True
+
+
+@dataclass
+class _Options:
+    via: str
+    rate: float | None
+    limit: int | None
+    batch: int
+
+
+@handle_errors
+def replay(
+    dataset: Annotated[str, typer.Argument(help="Built-in data set name, or a FILE.csv.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="Model id to stream into.")],
+    kind: Annotated[
+        str | None, typer.Option("--kind", "-k", help="Create the model with this kind if missing.")
+    ] = None,
+    param: Annotated[
+        list[str] | None, typer.Option("--param", "-p", help="Learner KEY=VALUE when creating.")
+    ] = None,
+    option: Annotated[
+        list[str] | None, typer.Option("--option", "-o", help="Data set option KEY=VALUE.")
+    ] = None,
+    target: Annotated[
+        str | None, typer.Option("--target", help="CSV: the label column (default y/target/last).")
+    ] = None,
+    via: Annotated[str, typer.Option("--via", help="kafka or http.")] = "kafka",
+    rate: Annotated[
+        float | None, typer.Option("--rate", min=0.0, help="Events per second (default: max).")
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Stop after N.")] = None,
+    batch: Annotated[
+        int, typer.Option("--batch", min=1, max=10_000, help="Events per send.")
+    ] = 500,
+    bootstrap: Annotated[
+        str | None,
+        typer.Option("--bootstrap", envvar="ONLINEPREDICT_KAFKA_BOOTSTRAP", help="Kafka brokers."),
+    ] = None,
+    topic: Annotated[
+        str | None,
+        typer.Option("--topic", envvar="ONLINEPREDICT_EVENTS_TOPIC", help="Events topic."),
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Wait until the workers applied every event.")
+    ] = True,
+    wait_timeout: Annotated[
+        float, typer.Option("--wait-timeout", min=0.0, help="Seconds to wait for the workers.")
+    ] = 600.0,
+    api_url: ApiUrl = DEFAULT_URL,
+    api_key: ApiKey = None,
+    timeout: Timeout = 10.0,
+    as_json: JsonOut = False,
+) -> None:
+    """Stream a data set into a model, wait until the workers learned it, print its metrics."""
+    if via not in ("kafka", "http"):
+        raise typer.BadParameter("--via must be 'kafka' or 'http'")
+    ds = load_dataset(dataset, target=target)
+    options = dict(parse_param(o) for o in option or [])
+    params = dict(parse_param(p) for p in param or [])
+    stream = ds.stream(limit=limit, **options)
+    total = ds.length(limit) if not options else limit  # options may change the length
+    opts = _Options(via, rate or None, limit, chunk_size(batch, rate or None))
+
+    with _client(api_url, api_key, timeout) as api:
+        info, created = ensure_model(api, model, ds, kind, params)
+        if created:
+            err.print(f"created model {model!r} ({info.kind}, dim {ds.dim})")
+        baseline = processed_events(api, model)
+        t0 = time.monotonic()
+        with _progress() as progress:
+            task = progress.add_task(f"{ds.name} -> {model}", total=total)
+
+            def on_sent(n: int) -> None:
+                progress.advance(task, n)
+
+            chunks = chunked(stream, opts.batch)
+            if via == "kafka":
+                sent = asyncio.run(_send_kafka(chunks, model, bootstrap, topic, opts.rate, on_sent))
+            else:
+                sent = _send_http(api, chunks, model, opts.rate, on_sent)
+            progress.update(task, total=sent, completed=sent)
+        send_s = time.monotonic() - t0
+
+        if wait and sent:
+            with _progress(transient=True) as progress:
+                task = progress.add_task("workers applying", total=sent)
+
+                def on_applied(done: int) -> None:
+                    progress.update(task, completed=max(0, min(sent, done - baseline)))
+
+                wait_applied(api, model, baseline + sent, wait_timeout, on_applied)
+        total_s = time.monotonic() - t0
+        summary = _summary(api, model)
+
+    result = {
+        "model": model,
+        "dataset": ds.name,
+        "via": via,
+        "sent": sent,
+        "send_seconds": round(send_s, 3),
+        "seconds": round(total_s, 3),
+        "events_per_second": round(sent / send_s, 1) if send_s > 0 else None,
+        "waited": wait,
+        **summary,
+    }
+    if as_json:
+        _print_json(_finite(result))
+        return
+    table = Table(title=f"model {model} after replaying {ds.name}", show_header=False)
+    for key, value in result.items():
+        table.add_row(f"[bold]{key}[/bold]", _fmt(value))
+    out.print(table)
+
+
+def _summary(api: Client, model: str) -> dict[str, Any]:
+    summary = api.model_metrics(model)
+    if summary.get("events") is None:  # /metrics without per-model counters: use the API's
+        summary["events"] = api.get_model(model).applied
+    return summary
