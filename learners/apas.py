@@ -177,6 +177,24 @@ class APASRegressor(Learner):
         "max_iter": Interval(1, 100_000, integer=True),
     }
 
+    lam: float
+    variant: str
+    C: float
+    nu: float
+    D: float
+    G: float
+    epsilon: float
+    adaptive: bool
+    side: str
+    rho: float | list[float] | None
+    groups: list[int] | None
+    feasible: str
+    radius: float
+    gamma1: float
+    sca_rho: float
+    tol: float
+    max_iter: int
+
     def __init__(
         self,
         dim: int,
@@ -255,7 +273,7 @@ class APASRegressor(Learner):
                 parts = np.array_split(np.arange(self.dim), min(10, self.dim))
                 labels = np.concatenate([np.full(p.size, j) for j, p in enumerate(parts)])
             else:
-                labels = np.unique(np.asarray(self.groups), return_inverse=True)[1]
+                _, labels = np.unique(np.asarray(self.groups), return_inverse=True)
             labels = labels.astype(np.intp)
             sizes = np.bincount(labels)
             rho = self._broadcast_rho(np.sqrt(sizes.astype(float)), sizes.size, "groups")
@@ -264,7 +282,8 @@ class APASRegressor(Learner):
         if self.side == "weighted_l1":
             return labels, self._broadcast_rho(np.ones(self.dim), self.dim, "assets")
         if self.side == "turnover":
-            return labels, np.array([1.0 if self.rho is None else float(self.rho)])
+            scale = 1.0 if self.rho is None else self.rho  # a scalar: checked in __init__
+            return labels, np.asarray([scale], dtype=np.float64).ravel()
         return labels, np.zeros(1)
 
     def _broadcast_rho(self, default: np.ndarray, n: int, what: str) -> np.ndarray:

@@ -77,6 +77,10 @@ class PARegressor(Learner):
         "epsilon": Interval(0.0, float("inf"), closed="left"),
     }
 
+    variant: str
+    C: float
+    epsilon: float
+
     def __init__(self, dim: int, *, variant: str = "pa", C: float = 1.0, epsilon: float = 0.1):
         self._init_params(dim, {"variant": variant, "C": C, "epsilon": epsilon})
         self.w_ = np.zeros(self.dim)
