@@ -53,11 +53,11 @@ async def _validation(_: Request, exc: Exception) -> JSONResponse:
     slim = [
         {"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in errs
     ]
-    return _error(status.HTTP_422_UNPROCESSABLE_ENTITY, readable(errs), errors=slim)
+    return _error(status.HTTP_422_UNPROCESSABLE_CONTENT, readable(errs), errors=slim)
 
 
 async def _value_error(_: Request, exc: Exception) -> JSONResponse:
-    return _error(status.HTTP_422_UNPROCESSABLE_ENTITY, str(exc) or type(exc).__name__)
+    return _error(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc) or type(exc).__name__)
 
 
 async def _not_supported(_: Request, exc: Exception) -> JSONResponse:

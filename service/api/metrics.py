@@ -16,8 +16,10 @@ from prometheus_client import (
     generate_latest,
 )
 
+from learners.codec import decode_state
 from service.api.store import ApiStore
 from service.metrics.exposition import ModelSnapshot, SnapshotCollector
+from service.metrics.running import RunningStats
 
 logger = logging.getLogger(__name__)
 
@@ -64,9 +66,16 @@ class ApiMetrics:
 
 async def snapshots_from_store(store: ApiStore) -> list[ModelSnapshot]:
     specs = {s["id"]: s for s in await store.list_specs()}
-    ids = sorted(set(specs) | set(await store.model_ids()))
-    counters = await store.counters(ids)
-    return [
-        ModelSnapshot(model=m, kind=str(specs.get(m, {}).get("kind", "")), counters=counters[m])
-        for m in ids
-    ]
+    rows = await store.counters_and_stats(sorted(specs))
+    snaps = []
+    for m, (counters, stats) in rows.items():
+        snap = ModelSnapshot(model=m, kind=str(specs[m].get("kind", "")), counters=counters)
+        if stats:
+            try:
+                running = RunningStats.from_state(decode_state(stats))
+                snap.figures = running.figures()
+                snap.diagnostics = dict(running.last)
+            except Exception as exc:  # noqa: BLE001 - counters still go out
+                logger.warning("/metrics: stats of model %r unreadable: %s", m, exc)
+        snaps.append(snap)
+    return snaps

@@ -53,7 +53,7 @@ class LimitsAndTiming:
                 if seen > self.max_body:
                     # An HTTPException passes FastAPI's body parsing unchanged (others become 400).
                     raise HTTPException(
-                        status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, _too_large(self.max_body)
+                        status.HTTP_413_CONTENT_TOO_LARGE, _too_large(self.max_body)
                     )
             return message
 

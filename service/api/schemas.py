@@ -143,7 +143,7 @@ class PredictRequest(_Strict):
 class PredictionOut(BaseModel):
     value: Any = Field(description="Point prediction: a float, or the class label.")
     prediction_id: str = Field(description="Send the label for this prediction with this id.")
-    scores: dict[str, float] | None = None
+    scores: dict[str, float | None] | None = None
 
 
 class PredictResponse(BaseModel):
@@ -253,6 +253,9 @@ class BlockRequest(_Strict):
 class BlockAccepted(BaseModel):
     event_id: str
     T: int = Field(description="Number of vectors registered.")
+    summary: dict[str, Any] = Field(
+        default_factory=dict, description="The learner's registration summary (dry run)."
+    )
 
 
 # ---- health --------------------------------------------------------------------------------

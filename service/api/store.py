@@ -13,6 +13,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from service.store import registry
+from service.store.checkpoints import read_version
 from service.store.keys import Keys
 
 COUNTERS = ("applied", "duplicate", "rejected")
@@ -39,50 +41,33 @@ class ApiStore:
         self.keys = keys
         self._claim = redis.register_script(_CLAIM)
 
-    # ---- specs ---------------------------------------------------------------------------
+    # ---- specs (service.store.registry) ---------------------------------------------------
     async def create_spec(self, spec: dict[str, Any]) -> bool:
         """Store a new spec; False when the id is taken."""
-        created = await self.redis.set(self.keys.spec(spec["id"]), json.dumps(spec), nx=True)
-        if not created:
-            return False
-        await self.redis.sadd(self.keys.models(), spec["id"])
-        return True
+        return await registry.create_spec(self.redis, self.keys, spec)
 
     async def get_spec(self, model: str) -> dict[str, Any] | None:
-        raw = await self.redis.get(self.keys.spec(model))
-        return None if raw is None else json.loads(raw)
+        return await registry.get_spec(self.redis, self.keys, model)
 
     async def list_specs(self) -> list[dict[str, Any]]:
-        ids = sorted(m.decode() for m in await self.redis.smembers(self.keys.models()))
-        if not ids:
-            return []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for m in ids:
-                pipe.get(self.keys.spec(m))
-            raws = await pipe.execute()
-        return [json.loads(raw) for raw in raws if raw is not None]
+        return await registry.list_specs(self.redis, self.keys)
 
     async def delete_model(self, model: str) -> bool:
         """Delete the spec, checkpoint, history, dedupe ids and pending predictions."""
-        k = self.keys
-        removed = await self.redis.delete(k.spec(model))
-        await self.redis.delete(k.state(model), k.history(model), k.seen(model))
-        await self.redis.srem(k.models(), model)
-        pattern = k.prediction(model, "*")
+        removed = await registry.delete_spec(self.redis, self.keys, model)
         batch: list[bytes] = []
-        async for key in self.redis.scan_iter(match=pattern, count=1000):
+        async for key in self.redis.scan_iter(match=self.keys.prediction(model, "*"), count=1000):
             batch.append(key)
             if len(batch) >= 500:
                 await self.redis.delete(*batch)
                 batch = []
         if batch:
             await self.redis.delete(*batch)
-        return bool(removed)
+        return removed
 
     # ---- checkpoints (read only) ---------------------------------------------------------
     async def version(self, model: str) -> int:
-        raw = await self.redis.hget(self.keys.state(model), "version")
-        return int(raw) if raw is not None else 0
+        return await read_version(self.redis, self.keys, model)
 
     async def checkpoint(self, model: str) -> tuple[bytes | None, int]:
         """The state blob and its version, read together (one atomic HMGET)."""
@@ -94,18 +79,22 @@ class ApiStore:
         values = await self.redis.hmget(self.keys.state(model), fields)
         return {f: int(v) if v is not None else 0 for f, v in zip(fields, values, strict=True)}
 
-    async def counters(self, models: list[str]) -> dict[str, dict[str, int]]:
+    async def counters_and_stats(
+        self, models: list[str]
+    ) -> dict[str, tuple[dict[str, int], bytes | None]]:
+        """Per model: the event counters and the running-statistics blob (not the state)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for m in models:
-                pipe.hmget(self.keys.state(m), list(COUNTERS))
+                pipe.hmget(self.keys.state(m), [*COUNTERS, "stats"])
             rows = await pipe.execute()
-        return {
-            m: {c: int(v) if v is not None else 0 for c, v in zip(COUNTERS, row, strict=True)}
-            for m, row in zip(models, rows, strict=True)
-        }
+        out = {}
+        for m, row in zip(models, rows, strict=True):
+            counts = {c: int(v or 0) for c, v in zip(COUNTERS, row, strict=False)}
+            out[m] = (counts, row[-1] or None)
+        return out
 
     async def model_ids(self) -> list[str]:
-        return sorted(m.decode() for m in await self.redis.smembers(self.keys.models()))
+        return await registry.list_model_ids(self.redis, self.keys)
 
     async def deadletters(self) -> int:
         raw = await self.redis.get(self.keys.deadletter_count())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -35,9 +36,16 @@ def check_vectors(spec: ModelSpec, rows: list[list[float]], settings: Settings, 
 
 
 def jsonable(value: Any) -> Any:
-    """numpy scalars and arrays as plain JSON values."""
-    if isinstance(value, np.generic):
-        return value.item()
+    """numpy scalars and arrays (also nested in lists and dicts) as plain JSON values;
+    non-finite floats become null (JSON has no NaN)."""
     if isinstance(value, np.ndarray):
-        return value.tolist()
+        value = value.tolist()
+    elif isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
     return value

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 import learners
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep
 from service.api.errors import NotSupported
-from service.api.routes._common import check_vectors, errors
+from service.api.routes._common import check_vectors, errors, jsonable
 from service.api.schemas import (
     BlockAccepted,
     BlockRequest,
@@ -129,7 +129,7 @@ async def register_block(
     served = await cache.get(model)
     # Dry run on a copy, so a block the learner would refuse is a 422 here, not a dead letter.
     trial = learners.load_state(served.learner.state())
-    await run_in_threadpool(trial.register, body.vectors)  # type: ignore[attr-defined]
+    summary = await run_in_threadpool(trial.register, body.vectors)  # type: ignore[attr-defined]
     event_id = body.id or uuid.uuid4().hex
     record = {
         "model": model.id,
@@ -139,4 +139,9 @@ async def register_block(
         "ts": time.time(),
     }
     await producer.send_all(settings.events_topic, model.id, [record])
-    return BlockAccepted(event_id=event_id, T=len(body.vectors))
+    info = (
+        {str(k): jsonable(v) for k, v in (summary or {}).items()}
+        if isinstance(summary, dict)
+        else {}
+    )
+    return BlockAccepted(event_id=event_id, T=len(body.vectors), summary=info)

@@ -48,7 +48,7 @@ async def predict(
         PredictionOut(
             value=jsonable(p.value),
             prediction_id=pid,
-            scores={str(k): float(v) for k, v in p.scores.items()} if p.scores else None,
+            scores=jsonable(dict(p.scores)) if p.scores else None,
         )
         for p, pid in zip(preds, ids, strict=True)
     ]

@@ -1,0 +1,94 @@
+"""Helpers for the API contract tests: read the events topic, write checkpoints like a
+worker does (through ``service.store.checkpoints``), talk to Redis directly."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from redis.asyncio import Redis
+
+import learners
+from service.config import Settings
+from service.store.checkpoints import CheckpointWrite, Counters, Stamp, write_checkpoints
+from service.store.keys import Keys
+
+
+def events_for(
+    settings: Settings, model: str, until: Callable[[list[dict[str, Any]]], bool], timeout=20.0
+) -> list[dict[str, Any]]:
+    """Every event keyed ``model`` on the events topic, read from the start until ``until``
+    holds (or ``timeout`` seconds of polling ran out)."""
+
+    async def run() -> list[dict[str, Any]]:
+        consumer = AIOKafkaConsumer(**settings.kafka_options(), enable_auto_commit=False)
+        await consumer.start()
+        try:
+            parts = await consumer._client._wait_on_metadata(settings.events_topic)  # noqa: SLF001
+            tps = [TopicPartition(settings.events_topic, p) for p in sorted(parts)]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            found: list[dict[str, Any]] = []
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
+            while loop.time() < deadline:
+                batches = await consumer.getmany(timeout_ms=500)
+                for records in batches.values():
+                    for r in records:
+                        if r.key == model.encode():
+                            found.append(json.loads(r.value) | {"_partition": r.partition})
+                if until(found):
+                    break
+            return found
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(run())
+
+
+async def _with_redis(settings: Settings, fn: Callable[[Redis, Keys], Any]) -> Any:
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        return await fn(redis, Keys(settings.key_prefix))
+    finally:
+        await redis.aclose()
+
+
+def redis_call(settings: Settings, fn: Callable[[Redis, Keys], Any]) -> Any:
+    return asyncio.run(_with_redis(settings, fn))
+
+
+def write_state(
+    settings: Settings,
+    model: str,
+    learner: learners.Learner,
+    expected_version: int,
+    offset: int,
+    applied: int = 0,
+) -> int:
+    """Checkpoint ``learner`` as the worker would; returns the new version."""
+    write = CheckpointWrite(
+        model=model,
+        topic=settings.events_topic,
+        stamp=Stamp(0, offset, f"e{offset}"),
+        state=learners.encode_state(learner.state()),
+        counters=Counters(applied=applied),
+        expected_version=expected_version,
+    )
+
+    async def go(redis: Redis, keys: Keys) -> int:
+        (result,) = await write_checkpoints(redis, keys, [write])
+        assert result.outcome == "ok", result
+        return result.version
+
+    return redis_call(settings, go)
+
+
+def pa_with_weights(w: list[float]) -> learners.Learner:
+    learner = learners.build("pa", len(w))
+    learner.w_ = np.asarray(w, dtype=np.float64)  # type: ignore[attr-defined]
+    return learner

@@ -1,0 +1,466 @@
+"""HTTP API contract against a real Redis and a real Kafka-compatible broker (design.md,
+"HTTP API"): every endpoint, every error code, never a 500 on user input."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+import learners
+from service.api import create_app
+from service.config import Settings
+from tests.service._api_helpers import events_for, pa_with_weights, redis_call, write_state
+
+pytestmark = pytest.mark.service
+
+
+@pytest.fixture(scope="module")
+def api_settings(make_settings) -> Settings:  # type: ignore[no-untyped-def]
+    return make_settings(max_batch=50, max_dim=1000)
+
+
+@pytest.fixture(scope="module")
+def client(api_settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(api_settings)) as c:
+        yield c
+
+
+def new_id(prefix: str = "m") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create(client: TestClient, kind: str = "pa", dim: int = 3, **extra: Any) -> str:
+    mid = extra.pop("id", None) or new_id(kind)
+    r = client.post("/v1/models", json={"id": mid, "kind": kind, "dim": dim, **extra})
+    assert r.status_code == 201, r.text
+    return mid
+
+
+def needs(kind: str) -> None:
+    if kind not in learners.REGISTRY:
+        pytest.skip(f"learner kind {kind!r} is not installed")
+
+
+# ---- health --------------------------------------------------------------------------------
+def test_healthz_and_readyz(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    r = client.get("/readyz")
+    assert r.status_code == 200, r.text
+    assert r.json() == {"status": "ready", "redis": "ok", "kafka": "ok"}
+
+
+# ---- models --------------------------------------------------------------------------------
+def test_model_crud(client: TestClient) -> None:
+    mid = create(client, params={"variant": "pa2", "C": 0.5})
+    r = client.get(f"/v1/models/{mid}")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["kind"] == "pa" and body["dim"] == 3 and body["task"] == "regression"
+    assert body["params"] == {"variant": "pa2", "C": 0.5}
+    assert body["status"] == {"version": 0, "applied": 0, "duplicate": 0, "rejected": 0}
+    assert mid in [m["id"] for m in client.get("/v1/models").json()["models"]]
+
+    dup = client.post("/v1/models", json={"id": mid, "kind": "pa", "dim": 5})
+    assert dup.status_code == 409 and "already exists" in dup.json()["detail"]
+
+    assert client.delete(f"/v1/models/{mid}").status_code == 204
+    assert client.get(f"/v1/models/{mid}").status_code == 404
+    assert client.delete(f"/v1/models/{mid}").status_code == 404
+    assert mid not in [m["id"] for m in client.get("/v1/models").json()["models"]]
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ({"kind": "no-such-kind", "dim": 3}, "unknown learner kind"),
+        ({"kind": "pa", "dim": 3, "params": {"C": -1.0}}, "'C'"),
+        ({"kind": "pa", "dim": 3, "params": {"variant": "pa9"}}, "variant"),
+        ({"kind": "pa", "dim": 3, "params": {"bogus": 1}}, "unknown parameter"),
+        ({"kind": "pa", "dim": 3, "params": {"C": [1, 2]}}, "C"),
+        ({"kind": "pa", "dim": 0}, "dim"),
+        ({"kind": "pa", "dim": 5000}, "limit of 1000"),
+        ({"kind": "pa", "dim": 2, "assets": ["A"]}, "assets must name all 2"),
+        ({"kind": "pa", "dim": 2, "assets": ["A", "A"]}, "unique"),
+        ({"kind": "pa"}, "dim"),
+    ],
+)
+def test_create_model_bad_spec_is_readable_422(
+    client: TestClient, spec: dict[str, Any], needle: str
+) -> None:
+    r = client.post("/v1/models", json={"id": new_id(), **spec})
+    assert r.status_code == 422, r.text
+    assert needle in r.json()["detail"]
+
+
+@pytest.mark.parametrize("bad_id", ["a{b}", "has space", "x:y", "", "-lead", "a" * 200])
+def test_create_model_bad_id_is_422(client: TestClient, bad_id: str) -> None:
+    r = client.post("/v1/models", json={"id": bad_id, "kind": "pa", "dim": 2})
+    assert r.status_code == 422 and r.json()["detail"].startswith("id")
+
+
+def test_unknown_model_is_404_everywhere(client: TestClient) -> None:
+    mid = new_id("ghost")
+    x = {"x": [0.0, 0.0, 0.0]}
+    for method, path, body in [
+        ("get", f"/v1/models/{mid}", None),
+        ("post", f"/v1/models/{mid}/predict", x),
+        ("post", f"/v1/models/{mid}/events", {"events": [x]}),
+        ("post", f"/v1/models/{mid}/labels", {"prediction_id": "p", "y": 1.0}),
+        ("post", f"/v1/models/{mid}/quantify", {"instances": [[0.0]]}),
+        ("get", f"/v1/models/{mid}/portfolio", None),
+        ("post", f"/v1/models/{mid}/blocks", {"vectors": [[0.0]]}),
+    ]:
+        r = client.request(method, path, json=body)
+        assert r.status_code == 404, (path, r.text)
+        assert mid in r.json()["detail"]
+
+
+# ---- predict -------------------------------------------------------------------------------
+def test_predict_fresh_model_single_and_batch(client: TestClient) -> None:
+    mid = create(client)
+    r = client.post(f"/v1/models/{mid}/predict", json={"x": [1.0, 2.0, 3.0]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["model_version"] == 0
+    (p,) = body["predictions"]
+    assert p["value"] == 0.0 and len(p["prediction_id"]) == 32  # w starts at zero
+
+    r = client.post(f"/v1/models/{mid}/predict", json={"instances": [[1, 0, 0], [0, 1, 0]]})
+    ids = [p["prediction_id"] for p in r.json()["predictions"]]
+    assert r.status_code == 200 and len(ids) == 2 and len(set(ids)) == 2
+
+
+def test_predict_serves_latest_checkpoint_and_refreshes_on_new_version(
+    client: TestClient, api_settings: Settings
+) -> None:
+    mid = create(client)
+    x = [1.0, 2.0, 3.0]
+    v1 = write_state(api_settings, mid, pa_with_weights([1.0, 0.0, 0.0]), 0, offset=0)
+    r = client.post(f"/v1/models/{mid}/predict", json={"x": x}).json()
+    assert r["model_version"] == v1 == 1 and r["predictions"][0]["value"] == 1.0
+    # Served from the cache while the version is unchanged, then refreshed when it moves.
+    assert client.post(f"/v1/models/{mid}/predict", json={"x": x}).json()["model_version"] == 1
+    v2 = write_state(api_settings, mid, pa_with_weights([0.0, 1.0, 1.0]), v1, offset=5)
+    r = client.post(f"/v1/models/{mid}/predict", json={"x": x}).json()
+    assert r["model_version"] == v2 == 2
+    assert r["predictions"][0]["value"] == 5.0
+    batch = client.post(f"/v1/models/{mid}/predict", json={"instances": [x, [1, 1, 1]]}).json()
+    assert [p["value"] for p in batch["predictions"]] == [5.0, 2.0]
+
+
+def test_predict_stores_features_with_ttl(client: TestClient, api_settings: Settings) -> None:
+    mid = create(client)
+    r = client.post(f"/v1/models/{mid}/predict", json={"x": [0.5, -1.0, 2.0], "hint": 0.25})
+    pid = r.json()["predictions"][0]["prediction_id"]
+
+    async def read(redis, keys):  # type: ignore[no-untyped-def]
+        key = keys.prediction(mid, pid)
+        return await redis.hgetall(key), await redis.ttl(key)
+
+    stored, ttl = redis_call(api_settings, read)
+    assert stored[b"x"] == b"[0.5, -1.0, 2.0]" and stored[b"hint"] == b"0.25"
+    assert 0 < ttl <= api_settings.prediction_ttl_s
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ({"x": [1.0, 2.0]}, "dimension 3"),
+        ({"instances": [[1, 2, 3], [1, 2]]}, "instances[1] must have dimension 3"),
+        ({"x": [1.0, 2.0, "a"]}, "x[2]"),
+        ({"x": [1.0, 2.0, 3.0], "instances": [[1, 2, 3]]}, "exactly one"),
+        ({}, "exactly one"),
+        ({"instances": []}, "must not be empty"),
+        ({"instances": [[0, 0, 0]] * 51}, "at most 50"),
+        ({"instances": [[0, 0, 0]], "hints": [1, 2]}, "one entry per instance"),
+        ({"x": [1, 2, 3], "extra": 1}, "extra"),
+    ],
+)
+def test_predict_bad_input_is_readable_422(
+    client: TestClient, body: dict[str, Any], needle: str
+) -> None:
+    mid = create(client)
+    r = client.post(f"/v1/models/{mid}/predict", json=body)
+    assert r.status_code == 422, r.text
+    assert needle in r.json()["detail"]
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_predict_non_finite_is_422(client: TestClient, literal: str) -> None:
+    mid = create(client)
+    raw = '{"x": [1.0, ' + literal + ", 3.0]}"
+    r = client.post(
+        f"/v1/models/{mid}/predict", content=raw, headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 422, r.text
+    assert "finite" in r.json()["detail"]
+
+
+def test_malformed_json_is_422(client: TestClient) -> None:
+    mid = create(client)
+    r = client.post(
+        f"/v1/models/{mid}/predict",
+        content=b"{not json",
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 422 and "JSON" in r.json()["detail"]
+
+
+def test_classifier_predict_gives_label_and_scores(client: TestClient) -> None:
+    needs("pa-classifier")
+    mid = create(client, kind="pa-classifier", dim=2)
+    r = client.post(f"/v1/models/{mid}/predict", json={"x": [1.0, -1.0]})
+    assert r.status_code == 200, r.text
+    p = r.json()["predictions"][0]
+    assert p["value"] in (-1, 1) and p["scores"]
+
+
+# ---- events --------------------------------------------------------------------------------
+def test_events_are_produced_keyed_by_model(client: TestClient, api_settings: Settings) -> None:
+    mid = create(client)
+    events = [
+        {"id": "e-1", "x": [1.0, 2.0, 3.0], "y": 0.5, "ts": 1700000000.0},
+        {"x": [0.1, 0.2, 0.3]},
+        {"id": "e-3", "x": [1, 1, 1], "y": -2, "hint": 0.3},
+    ]
+    r = client.post(f"/v1/models/{mid}/events", json={"events": events})
+    assert r.status_code == 202, r.text
+    body = r.json()
+    assert body["accepted"] == 3 and body["ids"][0] == "e-1" and body["ids"][2] == "e-3"
+    assigned = body["ids"][1]
+    assert len(assigned) == 32
+
+    got = events_for(api_settings, mid, lambda f: len(f) >= 3)
+    assert [e["id"] for e in got] == ["e-1", assigned, "e-3"]
+    assert len({e["_partition"] for e in got}) == 1  # one key, one partition: one writer
+    first, second, third = got
+    assert first["model"] == mid and first["x"] == [1.0, 2.0, 3.0] and first["y"] == 0.5
+    assert first["ts"] == 1700000000.0 and "hint" not in first
+    assert second["y"] is None and isinstance(second["ts"], float)
+    assert third["y"] == -2 and third["hint"] == 0.3
+
+
+@pytest.mark.parametrize(
+    ("events", "needle"),
+    [
+        ([{"x": [1.0, 2.0]}], "events[0] must have dimension 3"),
+        ([{"x": [1, 2, 3]}, {"x": [1, 2, 3, 4]}], "events[1]"),
+        ([{"x": [1, 2, 3], "y": "abc"}], "y"),
+        ([], "events"),
+        ([{"x": [1, 2, 3]}] * 51, "at most 50"),
+        ([{"id": "", "x": [1, 2, 3]}], "id"),
+    ],
+)
+def test_events_bad_input_is_422_and_nothing_is_produced(
+    client: TestClient, api_settings: Settings, events: list[dict[str, Any]], needle: str
+) -> None:
+    mid = create(client)
+    r = client.post(f"/v1/models/{mid}/events", json={"events": events})
+    assert r.status_code == 422, r.text
+    assert needle in r.json()["detail"]
+
+
+def test_events_with_nan_label_produce_nothing(client: TestClient, api_settings: Settings) -> None:
+    mid = create(client)
+    raw = '{"events": [{"id": "good", "x": [1, 2, 3], "y": 1.0}, {"x": [1, 2, 3], "y": NaN}]}'
+    r = client.post(
+        f"/v1/models/{mid}/events", content=raw, headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 422 and "finite" in r.json()["detail"]
+    # A marker sent afterwards is the first thing on the model's partition: the bad batch,
+    # good event included, never reached Kafka.
+    client.post(f"/v1/models/{mid}/events", json={"events": [{"id": "marker", "x": [0, 0, 0]}]})
+    got = events_for(api_settings, mid, lambda f: any(e["id"] == "marker" for e in f))
+    assert [e["id"] for e in got] == ["marker"]
+
+
+def test_classifier_events_check_the_label(client: TestClient) -> None:
+    needs("pa-classifier")
+    mid = create(client, kind="pa-classifier", dim=2)
+    r = client.post(f"/v1/models/{mid}/events", json={"events": [{"x": [1, 2], "y": 0.5}]})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"].startswith("events[0].y")
+    ok = client.post(f"/v1/models/{mid}/events", json={"events": [{"x": [1, 2], "y": -1}]})
+    assert ok.status_code == 202
+
+
+# ---- labels --------------------------------------------------------------------------------
+def test_label_is_joined_once(client: TestClient, api_settings: Settings) -> None:
+    mid = create(client)
+    x = [0.25, -0.5, 4.0]
+    pid = client.post(f"/v1/models/{mid}/predict", json={"x": x, "hint": 0.1}).json()[
+        "predictions"
+    ][0]["prediction_id"]
+    r = client.post(f"/v1/models/{mid}/labels", json={"prediction_id": pid, "y": 1.5})
+    assert r.status_code == 202, r.text
+    assert r.json() == {"status": "accepted", "event_id": f"label:{pid}"}
+    again = client.post(f"/v1/models/{mid}/labels", json={"prediction_id": pid, "y": 9.0})
+    assert again.status_code == 202
+    assert again.json() == {"status": "duplicate", "event_id": f"label:{pid}"}
+
+    client.post(f"/v1/models/{mid}/events", json={"events": [{"id": "marker", "x": [0, 0, 0]}]})
+    got = events_for(api_settings, mid, lambda f: any(e["id"] == "marker" for e in f))
+    labelled = [e for e in got if e["id"] == f"label:{pid}"]
+    assert len(labelled) == 1
+    (e,) = labelled
+    assert e["x"] == x and e["y"] == 1.5 and e["hint"] == 0.1 and e["prediction_id"] == pid
+
+
+def test_label_for_unknown_or_expired_prediction_is_404(
+    client: TestClient, api_settings: Settings
+) -> None:
+    mid = create(client)
+    r = client.post(f"/v1/models/{mid}/labels", json={"prediction_id": "nope", "y": 1.0})
+    assert r.status_code == 404 and "nope" in r.json()["detail"]
+
+    pid = client.post(f"/v1/models/{mid}/predict", json={"x": [1, 2, 3]}).json()["predictions"][0][
+        "prediction_id"
+    ]
+
+    async def expire(redis, keys):  # type: ignore[no-untyped-def]
+        await redis.pexpire(keys.prediction(mid, pid), 1)
+
+    redis_call(api_settings, expire)
+    r = client.post(f"/v1/models/{mid}/labels", json={"prediction_id": pid, "y": 1.0})
+    assert r.status_code == 404
+    # A prediction of another model does not join either.
+    other = create(client)
+    r = client.post(f"/v1/models/{other}/labels", json={"prediction_id": pid, "y": 1.0})
+    assert r.status_code == 404
+
+
+def test_label_bad_value_is_422_and_does_not_consume_the_prediction(client: TestClient) -> None:
+    mid = create(client)
+    pid = client.post(f"/v1/models/{mid}/predict", json={"x": [1, 2, 3]}).json()["predictions"][0][
+        "prediction_id"
+    ]
+    r = client.post(f"/v1/models/{mid}/labels", json={"prediction_id": pid, "y": "high"})
+    assert r.status_code == 422
+    r = client.post(f"/v1/models/{mid}/labels", json={"prediction_id": pid, "y": 2.0})
+    assert r.status_code == 202 and r.json()["status"] == "accepted"
+
+
+# ---- task-specific endpoints ---------------------------------------------------------------
+def test_capabilities_are_409_for_other_learners(client: TestClient) -> None:
+    mid = create(client)
+    for method, path, body, needle in [
+        ("post", "quantify", {"instances": [[1, 2, 3]]}, "quantification"),
+        ("get", "portfolio", None, "portfolios"),
+        ("post", "blocks", {"vectors": [[1, 2, 3]]}, "block registration"),
+    ]:
+        r = client.request(method, f"/v1/models/{mid}/{path}", json=body)
+        assert r.status_code == 409, r.text
+        detail = r.json()["detail"]
+        assert needle in detail and "'pa'" in detail and "kinds that do" in detail
+
+
+def test_quantify(client: TestClient) -> None:
+    needs("nemsis")
+    mid = create(client, kind="nemsis", dim=2)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 2)).tolist()
+    r = client.post(f"/v1/models/{mid}/quantify", json={"instances": X, "method": "cc"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert 0.0 <= body["prevalence"] <= 1.0 and body["n"] == 20 and body["model_version"] == 0
+    bad = client.post(f"/v1/models/{mid}/quantify", json={"instances": X, "method": "magic"})
+    assert bad.status_code == 422 and "magic" in bad.json()["detail"]
+    wrong = client.post(f"/v1/models/{mid}/quantify", json={"instances": [[1, 2, 3]]})
+    assert wrong.status_code == 422 and "dimension 2" in wrong.json()["detail"]
+
+
+def test_portfolio_by_asset_name(client: TestClient) -> None:
+    needs("apas")
+    assets = ["AAA", "BBB", "CCC", "DDD"]
+    mid = create(client, kind="apas", dim=4, assets=assets)
+    r = client.get(f"/v1/models/{mid}/portfolio", params={"top": 2})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert list(body["weights"]) == assets and body["model_version"] == 0
+    fresh = learners.build("apas", 4)
+    assert list(body["weights"].values()) == [float(v) for v in fresh.weights]  # type: ignore[attr-defined]
+    assert len(body["top"]) == 2
+    unnamed = create(client, kind="apas", dim=3)
+    assert list(client.get(f"/v1/models/{unnamed}/portfolio").json()["weights"]) == [
+        "x0",
+        "x1",
+        "x2",
+    ]
+
+
+def test_blocks_become_a_register_control_event(client: TestClient, api_settings: Settings) -> None:
+    needs("transductive")
+    mid = create(client, kind="transductive", dim=2)
+    vectors = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+    r = client.post(f"/v1/models/{mid}/blocks", json={"id": "block-1", "vectors": vectors})
+    assert r.status_code == 202, r.text
+    assert r.json()["event_id"] == "block-1" and r.json()["T"] == 3
+    got = events_for(api_settings, mid, lambda f: len(f) >= 1)
+    (e,) = got
+    assert e["type"] == "register" and e["id"] == "block-1" and e["vectors"] == vectors
+    assert e["model"] == mid
+    bad = client.post(f"/v1/models/{mid}/blocks", json={"vectors": [[1.0, 2.0, 3.0]]})
+    assert bad.status_code == 422 and "dimension 2" in bad.json()["detail"]
+
+
+# ---- metrics -------------------------------------------------------------------------------
+def test_metrics_show_model_counters_deadletters_and_latency(
+    client: TestClient, api_settings: Settings
+) -> None:
+    mid = create(client)
+    write_state(api_settings, mid, pa_with_weights([0.0, 0.0, 0.0]), 0, offset=6, applied=7)
+
+    async def deadletters(redis, keys):  # type: ignore[no-untyped-def]
+        await redis.set(keys.deadletter_count(), 4)
+
+    redis_call(api_settings, deadletters)
+    client.get(f"/v1/models/{mid}")
+    r = client.get("/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    text = r.text
+    assert f'onlinepredict_events_total{{model="{mid}",outcome="applied"}} 7.0' in text
+    assert f'onlinepredict_events_total{{model="{mid}",outcome="duplicate"}} 0.0' in text
+    assert "onlinepredict_deadletter_total 4.0" in text
+    assert 'route="/v1/models/{model_id}"' in text
+    assert "onlinepredict_http_request_duration_seconds_bucket" in text
+    assert "onlinepredict_api_redis_up 1.0" in text
+
+
+# ---- OpenAPI -------------------------------------------------------------------------------
+def test_openapi_is_complete(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    paths = spec["paths"]
+    expected = {
+        ("/v1/models", "post"),
+        ("/v1/models", "get"),
+        ("/v1/models/{model_id}", "get"),
+        ("/v1/models/{model_id}", "delete"),
+        ("/v1/models/{model_id}/predict", "post"),
+        ("/v1/models/{model_id}/events", "post"),
+        ("/v1/models/{model_id}/labels", "post"),
+        ("/v1/models/{model_id}/quantify", "post"),
+        ("/v1/models/{model_id}/portfolio", "get"),
+        ("/v1/models/{model_id}/blocks", "post"),
+        ("/healthz", "get"),
+        ("/readyz", "get"),
+        ("/metrics", "get"),
+    }
+    assert {(p, m) for p, ops in paths.items() for m in ops} == expected
+    op_ids = [op["operationId"] for ops in paths.values() for op in ops.values()]
+    assert len(set(op_ids)) == len(op_ids)
+    assert "models-create_model" in op_ids and "predict-predict" in op_ids
+    for path, ops in paths.items():
+        for op in ops.values():
+            assert op.get("summary") and op.get("description"), path
+            if "requestBody" in op:
+                ref = op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+                schema = spec["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+                assert schema.get("examples"), ref
+            if path.startswith("/v1/models/{model_id}"):
+                assert "404" in op["responses"], path
+    assert "APIKeyHeader" in spec["components"]["securitySchemes"]
