@@ -37,7 +37,10 @@ def as_vector(x: Any) -> list[float]:
     for v in values:
         if isinstance(v, (list, tuple)):
             raise ValueError("a feature vector must be 1-dimensional")
-        out.append(float(v))
+        f = float(v)
+        if not math.isfinite(f):  # JSON cannot carry NaN/inf; the server would refuse them
+            raise ValueError(f"feature vector contains {f}")
+        out.append(f)
     return out
 
 

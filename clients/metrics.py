@@ -80,9 +80,9 @@ def event_counts(samples: list[Sample]) -> dict[str, float]:
 def summarize(samples: list[Sample]) -> dict[str, float | int | None]:
     """A model's headline figures: events, rmse or mistakes, cumulative loss and regret.
 
-    ``rmse`` is the server's cumulative ``tracking_error`` when exported; otherwise it is
-    derived as sqrt(cumulative_loss / events), which is the same figure for regressors
-    because the loss is the squared error (design.md, learner contract).
+    ``rmse`` is the server's cumulative ``rmse`` when exported; otherwise it is derived as
+    sqrt(cumulative_loss / events), the same figure for regressors because their loss is
+    the squared error (design.md, learner contract). Classifiers report ``mistakes``.
     """
     counts = event_counts(samples)
     events = counts.get("applied")
@@ -97,13 +97,19 @@ def summarize(samples: list[Sample]) -> dict[str, float | int | None]:
     }
     if mistakes is not None:
         summary["mistakes"] = int(mistakes)
-        if events:
-            summary["error_rate"] = mistakes / events
+        rate = _pick(samples, "error_rate")
+        summary["error_rate"] = (
+            rate if rate is not None else (mistakes / events if events else None)
+        )
     else:
-        rmse = _pick(samples, "tracking_error")
+        rmse = _pick(samples, "rmse")
         if rmse is None and loss is not None and events:
             rmse = math.sqrt(loss / events)
         summary["rmse"] = rmse
+    for extra in ("tracking_error", "excess_cumulative_return", "quantification_kld"):
+        value = _pick(samples, extra)
+        if value is not None:
+            summary[extra] = value
     return summary
 
 

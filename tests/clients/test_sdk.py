@@ -1,0 +1,275 @@
+"""The HTTP SDK against the real API (real Redis, real broker), and its retry policy against a
+small real HTTP server that answers 503 on purpose."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+import pytest
+from _client_support import free_port
+
+from clients import AsyncClient, Client
+from clients.errors import (
+    AuthenticationError,
+    ConflictError,
+    ConnectionFailedError,
+    NotFoundError,
+    UnavailableError,
+    ValidationError,
+    error_for_status,
+)
+from clients.http import RetryPolicy
+
+FAST_RETRY = RetryPolicy(attempts=3, backoff=0.01, max_backoff=0.05)
+
+
+def _id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def api(api_url: str) -> Iterator[Client]:
+    with Client(api_url, api_key="", timeout=10) as client:
+        yield client
+
+
+@pytest.fixture
+def pa_model(api: Client) -> Iterator[str]:
+    model = _id("sdk-pa")
+    api.create_model(model, "pa", 3, {"variant": "pa1", "C": 0.5})
+    yield model
+    try:
+        api.delete_model(model)
+    except NotFoundError:
+        pass
+
+
+# --- against the real API ---------------------------------------------------------------------
+def test_health_and_readiness(api: Client) -> None:
+    assert api.health().ok
+    ready = api.ready()
+    assert ready.ok and ready.status == 200, ready.body
+
+
+def test_model_lifecycle(api: Client) -> None:
+    model = _id("sdk-life")
+    info = api.create_model(model, "pa", 4, {"C": 2.0})
+    assert (info.id, info.kind, info.dim, info.params["C"]) == (model, "pa", 4, 2.0)
+    assert model in [m.id for m in api.list_models()]
+    got = api.get_model(model)
+    assert got.kind == "pa" and got.dim == 4
+    assert got.version == 0 and got.applied == 0  # no worker has checkpointed it yet
+    assert api.model_exists(model)
+    with pytest.raises(ConflictError) as exc:
+        api.create_model(model, "pa", 4)
+    assert exc.value.status == 409
+    api.delete_model(model)
+    assert not api.model_exists(model)
+    with pytest.raises(NotFoundError) as exc:
+        api.get_model(model)
+    assert exc.value.status == 404 and exc.value.message
+
+
+def test_bad_spec_carries_the_constructors_message(api: Client) -> None:
+    with pytest.raises(ValidationError) as exc:
+        api.create_model(_id("sdk-bad"), "pa", 3, {"C": -1.0})
+    assert exc.value.status == 422
+    assert "C" in exc.value.message
+    with pytest.raises(ValidationError) as exc:
+        api.create_model(_id("sdk-bad"), "no-such-kind", 3)
+    assert "no-such-kind" in exc.value.message
+
+
+def test_predict_accepts_numpy_and_pandas(api: Client, pa_model: str) -> None:
+    single = api.predict(pa_model, np.array([1.0, 0.0, -1.0]))
+    assert isinstance(single.value, float)
+    assert single.prediction_id and single.model_version == 0
+    frame = pd.DataFrame({"a": [1.0, 0.0], "b": [2.0, 1.0], "c": [0.5, 0.5]})
+    batch = api.predict_batch(pa_model, frame)
+    assert len(batch.predictions) == 2
+    assert len({p.prediction_id for p in batch.predictions}) == 2
+    series = api.predict(pa_model, frame.iloc[0])
+    assert isinstance(series.value, float)
+
+
+def test_wrong_dimension_is_a_validation_error(api: Client, pa_model: str) -> None:
+    with pytest.raises(ValidationError) as exc:
+        api.predict(pa_model, [1.0, 2.0])
+    assert exc.value.status == 422 and "3" in exc.value.message
+    with pytest.raises(ValueError, match="nan"):
+        api.predict(pa_model, [1.0, float("nan"), 0.0])  # refused before sending
+
+
+def test_events_are_accepted_with_client_ids(api: Client, pa_model: str) -> None:
+    X = np.random.default_rng(0).standard_normal((25, 3))
+    y = X @ np.array([1.0, -1.0, 0.5])
+    got = api.send_events(pa_model, X, y)
+    assert got.count == 25
+    assert len(set(got.ids)) == 25
+    unlabelled = api.send_events(pa_model, X[:3], ids=["u1", "u2", "u3"])
+    assert unlabelled.count == 3 and unlabelled.ids == ["u1", "u2", "u3"]
+    assert isinstance(api.send_event(pa_model, X[0], 1.0), str)
+
+
+def test_delayed_label_joins_once(api: Client, pa_model: str) -> None:
+    p = api.predict(pa_model, [0.1, 0.2, 0.3])
+    first = api.label(pa_model, p.prediction_id, 0.5)
+    second = api.label(pa_model, p.prediction_id, 0.5)
+    assert first.get("status") == "accepted"
+    assert second.get("status") == "duplicate"
+    with pytest.raises(NotFoundError):
+        api.label(pa_model, "no-such-prediction", 1.0)
+
+
+def test_task_endpoints_refuse_other_kinds(api: Client, pa_model: str) -> None:
+    with pytest.raises(ConflictError) as exc:
+        api.quantify(pa_model, np.zeros((2, 3)))
+    assert "quantif" in exc.value.message
+    with pytest.raises(ConflictError):
+        api.portfolio(pa_model)
+    with pytest.raises(ConflictError):
+        api.register_block(pa_model, np.eye(3))
+
+
+def test_portfolio_of_an_index_tracker(api: Client) -> None:
+    learners = pytest.importorskip("learners")
+    if "apas" not in learners.REGISTRY:
+        pytest.skip("apas learner not registered")
+    model = _id("sdk-apas")
+    api.create_model(model, "apas", 3, assets=["AAA", "BBB", "CCC"])
+    try:
+        folio = api.portfolio(model)
+        assert set(folio.weights) == {"AAA", "BBB", "CCC"}
+        assert abs(sum(folio.weights.values()) - 1.0) < 1e-9  # starts on the simplex
+        assert len(folio.top(2)) == 2
+    finally:
+        api.delete_model(model)
+
+
+def test_quantify_a_quantifier(api: Client) -> None:
+    learners = pytest.importorskip("learners")
+    if "nemsis" not in learners.REGISTRY:
+        pytest.skip("nemsis learner not registered")
+    model = _id("sdk-nemsis")
+    api.create_model(model, "nemsis", 3)
+    try:
+        q = api.quantify(model, np.random.default_rng(1).standard_normal((20, 3)))
+        assert 0.0 <= q.prevalence <= 1.0 and q.n == 20
+    finally:
+        api.delete_model(model)
+
+
+def test_metrics_show_the_model(api: Client, pa_model: str) -> None:
+    summary = api.model_metrics(pa_model)
+    assert summary["events"] == 0 and summary["rejected"] == 0
+    assert f'model="{pa_model}"' in api.metrics_text()
+
+
+def test_api_key(keyed_api: tuple[str, str]) -> None:
+    url, key = keyed_api
+    model = _id("sdk-key")
+    with Client(url, api_key="", retry=FAST_RETRY) as anonymous:
+        with pytest.raises(AuthenticationError) as exc:
+            anonymous.create_model(model, "pa", 2)
+        assert exc.value.status == 401 and "key" in exc.value.message.lower()
+    with Client(url, api_key=key) as keyed:
+        assert keyed.create_model(model, "pa", 2).id == model
+        keyed.delete_model(model)
+
+
+async def test_async_client(api_url: str) -> None:
+    model = _id("sdk-async")
+    async with AsyncClient(api_url, api_key="") as api:
+        assert (await api.health()).ok
+        await api.create_model(model, "pa", 2)
+        try:
+            pred = await api.predict(model, np.array([1.0, 2.0]))
+            assert pred.prediction_id
+            got = await api.send_events(model, np.eye(2), [1.0, -1.0])
+            assert got.count == 2
+            assert await api.model_exists(model)
+            with pytest.raises(ValidationError):
+                await api.predict(model, [1.0])
+        finally:
+            await api.delete_model(model)
+        assert not await api.model_exists(model)
+
+
+# --- retries, against a real HTTP server that answers 503 on purpose ---------------------------
+class _Flaky(http.server.BaseHTTPRequestHandler):
+    failures = 0  # 503 answers before a 200
+    hits: list[str] = []
+
+    def _answer(self) -> None:
+        type(self).hits.append(self.command)
+        if len(type(self).hits) <= type(self).failures:
+            body, code = b'{"detail": "redis unavailable"}', 503
+        else:
+            body, code = json.dumps({"models": []}).encode(), 200
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def flaky() -> Iterator[tuple[str, type[_Flaky]]]:
+    handler = type("Flaky", (_Flaky,), {"hits": [], "failures": 2})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_idempotent_calls_retry_on_503(flaky: tuple[str, type[_Flaky]]) -> None:
+    url, handler = flaky
+    with Client(url, retry=FAST_RETRY) as api:
+        assert api.list_models() == []
+    assert handler.hits == ["GET", "GET", "GET"]
+
+
+def test_retries_give_up_with_the_servers_message(flaky: tuple[str, type[_Flaky]]) -> None:
+    url, handler = flaky
+    handler.failures = 10
+    with Client(url, retry=FAST_RETRY) as api, pytest.raises(UnavailableError) as exc:
+        api.list_models()
+    assert exc.value.status == 503 and exc.value.message == "redis unavailable"
+    assert len(handler.hits) == FAST_RETRY.attempts
+
+
+def test_model_creation_is_not_retried(flaky: tuple[str, type[_Flaky]]) -> None:
+    url, handler = flaky
+    with Client(url, retry=FAST_RETRY) as api, pytest.raises(UnavailableError):
+        api.create_model("m", "pa", 2)
+    assert handler.hits == ["POST"]
+
+
+def test_connection_errors_are_retried_then_raised() -> None:
+    with Client(f"http://127.0.0.1:{free_port()}", retry=FAST_RETRY) as api:
+        with pytest.raises(ConnectionFailedError) as exc:
+            api.list_models()
+    assert exc.value.status is None
+
+
+def test_error_classes_by_status() -> None:
+    detail = [{"loc": ["body", "dim"], "msg": "Input should be greater than 0"}]
+    err = error_for_status(422, {"detail": detail})
+    assert isinstance(err, ValidationError) and err.message == "dim: Input should be greater than 0"
+    assert type(error_for_status(401, {"detail": "no key"})) is AuthenticationError
+    assert error_for_status(502, "bad gateway").message == "bad gateway"
