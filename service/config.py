@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     history_keep: int = Field(10, ge=0)  # checkpoints kept per model for rollback
     worker_metrics_port: int = Field(0, ge=0, le=65535)  # 0 = no metrics server
     max_poll_records: int = Field(500, ge=1)  # events fetched per poll
+    consumer_session_timeout_ms: int = Field(
+        10_000, ge=1000
+    )  # a dead worker's partitions move after this
     seen_ids_keep: int = Field(10_000, ge=0)  # recent event ids per model kept for dedupe
     redis_retry_max_s: float = Field(5.0, gt=0)  # backoff cap while Redis is down
     topic_replication: int = Field(1, ge=1)  # replication factor when creating topics

@@ -44,3 +44,7 @@ class Keys:
 
     def partition_models(self, topic: str, partition: int) -> str:
         return f"{self.prefix}partition-models:{topic}:{partition}"
+
+    def worker(self, worker_id: str) -> str:
+        """Hash of one worker's counters (processed, applied, checkpoints, ...), with a TTL."""
+        return f"{self.prefix}worker:{worker_id}"

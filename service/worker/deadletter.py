@@ -1,0 +1,60 @@
+"""Dead letters: invalid events go to ``deadletter_topic`` with the reason.
+
+Sends are buffered and awaited in :meth:`DeadLetters.flush`, which the checkpoint calls
+before committing, so a dead letter is never lost (it may be repeated after a crash).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.structs import ConsumerRecord
+
+logger = logging.getLogger(__name__)
+
+
+def deadletter_value(record: ConsumerRecord, reason: str, worker: str) -> bytes:
+    raw = record.value
+    body: dict[str, Any] = {
+        "reason": reason,
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "key": record.key.decode(errors="replace") if record.key is not None else None,
+        "value": raw.decode(errors="replace") if raw is not None else None,
+        "worker": worker,
+        "ts": time.time(),
+    }
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+class DeadLetters:
+    def __init__(self, producer: AIOKafkaProducer, topic: str, worker: str) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.worker = worker
+        self.pending: list[asyncio.Future[Any]] = []
+        self.sent = 0
+
+    async def send(self, record: ConsumerRecord, reason: str) -> None:
+        logger.info(
+            "dead letter %s[%d]@%d: %s", record.topic, record.partition, record.offset, reason
+        )
+        fut = await self.producer.send(
+            self.topic, deadletter_value(record, reason, self.worker), key=record.key
+        )
+        self.pending.append(fut)
+
+    async def flush(self) -> int:
+        """Wait for every buffered dead letter; returns how many were delivered."""
+        if not self.pending:
+            return 0
+        pending, self.pending = self.pending, []
+        await asyncio.gather(*pending)
+        self.sent += len(pending)
+        return len(pending)

@@ -1,0 +1,110 @@
+"""Event decoding and validation (design.md, "Events").
+
+Wire format: the record key is the model id and the value is the JSON object
+``{"model": str, "id": str, "x": [float], "y": float|int|bool|null, "ts": float|null,
+"hint": float|null}`` (``ts`` and ``hint`` optional). Anything else raises
+:class:`InvalidEvent` whose ``reason`` goes to the dead-letter topic. Checks that need the
+model (dimension, label type) are the learner's, at ``learn`` time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+MAX_ID_LEN = 256
+
+
+class InvalidEvent(ValueError):
+    """An event that cannot be applied; ``reason`` is human-readable."""
+
+    def __init__(self, reason: str, model: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.model = model
+
+
+@dataclass(frozen=True)
+class Event:
+    model: str
+    id: str
+    x: list[float]
+    y: Any
+    ts: float | None = None
+    hint: float | None = None
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _optional_number(obj: dict[str, Any], name: str, model: str) -> float | None:
+    v = obj.get(name)
+    if v is None:
+        return None
+    if not _is_number(v) or not math.isfinite(v):
+        raise InvalidEvent(f"'{name}' must be a finite number or null, got {v!r}", model)
+    return float(v)
+
+
+def decode_event(key: bytes | None, value: bytes | None) -> Event:
+    """Parse and validate one record; raises :class:`InvalidEvent`."""
+    if value is None:
+        raise InvalidEvent("record has no value")
+    try:
+        obj = json.loads(value)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidEvent(f"value is not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise InvalidEvent(f"event must be a JSON object, got {type(obj).__name__}")
+    model = obj.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidEvent("'model' must be a non-empty string")
+    if key is None or key != model.encode():
+        shown = key.decode(errors="replace") if key is not None else None
+        raise InvalidEvent(
+            f"record key {shown!r} must be the model id {model!r} (one partition per model)",
+            model,
+        )
+    event_id = obj.get("id")
+    if not isinstance(event_id, str) or not event_id or len(event_id) > MAX_ID_LEN:
+        raise InvalidEvent(f"'id' must be a non-empty string of at most {MAX_ID_LEN} chars", model)
+    x = obj.get("x")
+    if not isinstance(x, list) or not x or not all(_is_number(v) for v in x):
+        raise InvalidEvent("'x' must be a non-empty list of numbers", model)
+    if not all(math.isfinite(v) for v in x):
+        raise InvalidEvent("'x' must contain only finite numbers (no NaN or inf)", model)
+    y = obj.get("y")
+    if y is not None and not isinstance(y, int | float | bool):
+        raise InvalidEvent(f"'y' must be a number, a boolean or null, got {y!r}", model)
+    return Event(
+        model=model,
+        id=event_id,
+        x=x,
+        y=y,
+        ts=_optional_number(obj, "ts", model),
+        hint=_optional_number(obj, "hint", model),
+    )
+
+
+def raw_event_id(value: bytes | None) -> str:
+    """The ``id`` string of a record value, valid or not ("" when it has none): the
+    event id a stamp records, and what the void-stamp check compares it with."""
+    try:
+        obj = json.loads(value) if value is not None else None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return ""
+    event_id = obj.get("id") if isinstance(obj, dict) else None
+    return event_id if isinstance(event_id, str) else ""
+
+
+def encode_event(event: Event) -> tuple[bytes, bytes]:
+    """(key, value) for producing an event; the inverse of :func:`decode_event`."""
+    body: dict[str, Any] = {"model": event.model, "id": event.id, "x": event.x, "y": event.y}
+    if event.ts is not None:
+        body["ts"] = event.ts
+    if event.hint is not None:
+        body["hint"] = event.hint
+    return event.model.encode(), json.dumps(body, separators=(",", ":")).encode()

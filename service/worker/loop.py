@@ -1,0 +1,179 @@
+"""The worker loop: poll -> decode/validate -> dedupe -> learn -> checkpoint.
+
+``run_worker(settings)`` builds the :class:`WorkerContext` and runs until ``stop`` is set
+(SIGTERM/SIGINT in ``service.worker.main``), then writes a final checkpoint and leaves the
+consumer group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import ConsumerRecord, TopicPartition
+from redis.asyncio import Redis
+
+from service.config import Settings
+from service.store.checkpoints import Stamp
+from service.store.keys import Keys
+from service.worker.checkpoint import Checkpoint
+from service.worker.context import WorkerContext, default_worker_id
+from service.worker.deadletter import DeadLetters
+from service.worker.events import Event, InvalidEvent, decode_event, raw_event_id
+from service.worker.faults import Faults
+from service.worker.loading import load_models
+from service.worker.models import APPLIED, DUPLICATE, REJECTED, SKIPPED
+from service.worker.rebalance import RebalanceListener
+from service.worker.retry import RedisUnavailable
+
+logger = logging.getLogger(__name__)
+
+POLL_TIMEOUT_MS = 200
+SESSION_TIMEOUT_MS = 10_000
+HEARTBEAT_MS = 1_000
+
+
+async def process_batch(
+    ctx: WorkerContext,
+    checkpoint: Checkpoint,
+    batch: dict[TopicPartition, list[ConsumerRecord]],
+) -> None:
+    """Handle one polled batch, partition by partition, in offset order."""
+    decoded: list[tuple[TopicPartition, ConsumerRecord, Event | InvalidEvent]] = []
+    wanted: set[str] = set()
+    for tp, records in batch.items():
+        for rec in records:
+            try:
+                ev: Event | InvalidEvent = decode_event(rec.key, rec.value)
+                model: str | None = ev.model  # type: ignore[union-attr]
+            except InvalidEvent as exc:
+                ev = exc
+                # count it against the model only when it sits on that model's partition
+                own = exc.model is not None and rec.key == exc.model.encode()
+                model = exc.model if own else None
+            if model is not None and model not in ctx.models:
+                wanted.add(model)
+            decoded.append((tp, rec, ev))
+    failed: dict[str, str] = {}
+    if wanted:
+        loaded, failed = await load_models(ctx, sorted(wanted))
+        ctx.models.update(loaded)
+    for tp, rec, ev in decoded:
+        await _handle(ctx, tp, rec, ev, failed)
+        checkpoint.note(tp, rec.offset)
+
+
+async def _handle(
+    ctx: WorkerContext,
+    tp: TopicPartition,
+    rec: ConsumerRecord,
+    ev: Event | InvalidEvent,
+    failed: dict[str, str],
+) -> None:
+    st = ctx.stats
+    st.processed += 1
+    if isinstance(ev, InvalidEvent):
+        rt = ctx.models.get(ev.model) if ev.model and rec.key == ev.model.encode() else None
+        if rt is not None:
+            if rt.covers(tp.partition, rec.offset):
+                st.skipped += 1
+                return
+            rt.counters.rejected += 1
+            rt.stamp = Stamp(tp.partition, rec.offset, raw_event_id(rec.value))
+            rt.dirty = True
+        st.rejected += 1
+        await ctx.deadletters.send(rec, ev.reason)
+        return
+    rt = ctx.models.get(ev.model)
+    if rt is None:
+        st.rejected += 1
+        reason = failed.get(ev.model) or f"unknown model {ev.model!r}"
+        await ctx.deadletters.send(rec, reason)
+        return
+    outcome = rt.handle(ev, tp.partition, rec.offset)
+    if outcome == APPLIED:
+        st.applied += 1
+        ctx.faults.hit("after_learn")
+    elif outcome == DUPLICATE:
+        st.duplicate += 1
+    elif outcome == SKIPPED:
+        st.skipped += 1
+    elif outcome == REJECTED:
+        st.rejected += 1
+        await ctx.deadletters.send(rec, rt.last_reason)
+
+
+async def build_context(settings: Settings, worker_id: str | None = None) -> WorkerContext:
+    kafka = settings.kafka_options()
+    consumer = AIOKafkaConsumer(
+        group_id=settings.consumer_group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_poll_records=settings.max_poll_records,
+        session_timeout_ms=settings.consumer_session_timeout_ms,
+        heartbeat_interval_ms=min(HEARTBEAT_MS, settings.consumer_session_timeout_ms // 3),
+        client_id=f"onlinepredict-worker-{worker_id or default_worker_id()}",
+        **kafka,
+    )
+    producer = AIOKafkaProducer(acks="all", linger_ms=5, **kafka)
+    probe = AIOKafkaConsumer(enable_auto_commit=False, group_id=None, **kafka)
+    wid = worker_id or default_worker_id()
+    redis = Redis.from_url(
+        settings.redis_url, socket_connect_timeout=2.0, socket_timeout=5.0, health_check_interval=5
+    )
+    return WorkerContext(
+        settings=settings,
+        keys=Keys(settings.key_prefix),
+        redis=redis,
+        consumer=consumer,
+        producer=producer,
+        probe=probe,
+        deadletters=DeadLetters(producer, settings.deadletter_topic, wid),
+        worker_id=wid,
+        faults=Faults.from_env(),
+    )
+
+
+async def run_worker(
+    settings: Settings,
+    *,
+    stop: asyncio.Event | None = None,
+    worker_id: str | None = None,
+) -> WorkerContext:
+    """Consume until ``stop`` is set; returns the context (for its counters)."""
+    ctx = await build_context(settings, worker_id)
+    if stop is not None:
+        ctx.stopping = stop
+    checkpoint = Checkpoint(ctx)
+    await ctx.producer.start()
+    await ctx.probe.start()
+    try:
+        ctx.consumer.subscribe([settings.events_topic], listener=RebalanceListener(ctx, checkpoint))
+        await ctx.consumer.start()
+        logger.info("worker %s consuming %s", ctx.worker_id, settings.events_topic)
+        try:
+            while not ctx.stopping.is_set():
+                generation = ctx.generation
+                batch = await ctx.consumer.getmany(
+                    timeout_ms=POLL_TIMEOUT_MS, max_records=settings.max_poll_records
+                )
+                async with ctx.lock:
+                    if generation != ctx.generation:
+                        continue  # a rebalance or seek happened: these records are stale
+                    if batch:
+                        await process_batch(ctx, checkpoint, batch)
+                    if checkpoint.expired():
+                        await checkpoint.commit()
+            async with ctx.lock:
+                await checkpoint.commit()  # final checkpoint on shutdown
+        except RedisUnavailable as exc:
+            logger.error("shutting down without a final checkpoint: %s", exc)
+        finally:
+            await ctx.consumer.stop()  # leaves the group: partitions move at once
+    finally:
+        await ctx.probe.stop()
+        await ctx.producer.stop()
+        await ctx.redis.aclose()
+    logger.info("worker %s stopped: %s", ctx.worker_id, ctx.stats)
+    return ctx

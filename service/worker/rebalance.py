@@ -1,0 +1,129 @@
+"""Partition assignment: load the partition's models, void stamps of a reset log, seek.
+
+On assignment (design.md, "Checkpoints"): each partition is sought to the lowest
+``offset + 1`` among its models' stamps; a model with no usable stamp makes it start from
+the log's beginning. A stamp is void when the partition now ends at or before it, or the
+record at its offset carries another event id (the memory-only broker restarted): the
+model keeps its learned state and learns the new log from its start.
+On revoke: checkpoint everything, then drop the revoked partitions' models.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiokafka import ConsumerRebalanceListener
+from aiokafka.structs import TopicPartition
+
+from service.store.checkpoints import forget_partition_model, partition_models
+from service.worker.checkpoint import Checkpoint
+from service.worker.context import WorkerContext
+from service.worker.events import raw_event_id
+from service.worker.loading import load_models
+from service.worker.retry import with_redis
+
+logger = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_MS = 2000
+PROBE_ATTEMPTS = 5
+
+
+async def record_id_at(ctx: WorkerContext, tp: TopicPartition, offset: int) -> str | None:
+    """The event id of the record at ``offset`` (None if it has none)."""
+    probe = ctx.probe
+    probe.assign([tp])
+    for _ in range(PROBE_ATTEMPTS):
+        probe.seek(tp, offset)
+        batch = await probe.getmany(tp, timeout_ms=PROBE_TIMEOUT_MS, max_records=1)
+        for rec in batch.get(tp, []):
+            if rec.offset != offset:
+                return None  # compacted away: no record carries the stamp's id any more
+            return raw_event_id(rec.value)
+    raise TimeoutError(f"could not read {tp.topic}[{tp.partition}]@{offset}")
+
+
+async def restore_partition(ctx: WorkerContext, tp: TopicPartition) -> int:
+    """Load ``tp``'s models, void stale stamps and seek; returns the chosen offset."""
+    r, keys, consumer = ctx.redis, ctx.keys, ctx.consumer
+    ids = sorted(
+        await with_redis(
+            ctx, lambda: partition_models(r, keys, tp.topic, tp.partition), "partition models"
+        )
+    )
+    loaded, failed = await load_models(ctx, ids)
+    for model in failed:
+        if model not in loaded:  # deleted: stop letting it pin the seek position
+            await with_redis(
+                ctx,
+                lambda m=model: forget_partition_model(r, keys, tp.topic, tp.partition, m),
+                "forget model",
+            )
+    begin = (await consumer.beginning_offsets([tp]))[tp]
+    end = (await consumer.end_offsets([tp]))[tp]
+    positions: list[int] = []
+    for rt in loaded.values():
+        s = rt.stamp
+        if s is None or s.partition != tp.partition:
+            positions.append(begin)
+            continue
+        void = s.offset >= end
+        if not void and s.offset >= begin:
+            try:
+                void = await record_id_at(ctx, tp, s.offset) != s.event_id
+            except TimeoutError as exc:
+                logger.error("%s; keeping the stamp of %r", exc, rt.model)
+        if void:
+            logger.warning(
+                "model %r: stamp %s is void (log reset: end offset %d); relearning the log",
+                rt.model,
+                s,
+                end,
+            )
+            ctx.stats.voided_stamps += 1
+            rt.stamp = None
+            rt.rewind = True
+            positions.append(begin)
+        else:
+            positions.append(s.offset + 1)
+    ctx.models.update(loaded)
+    if positions:
+        target = min(positions)
+    else:
+        committed = await consumer.committed(tp)
+        target = committed if committed is not None else begin
+    consumer.seek(tp, target)
+    logger.info(
+        "assigned %s[%d]: %d models, seek to %d (log %d..%d)",
+        tp.topic,
+        tp.partition,
+        len(loaded),
+        target,
+        begin,
+        end,
+    )
+    return target
+
+
+class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, ctx: WorkerContext, checkpoint: Checkpoint) -> None:
+        self.ctx = ctx
+        self.checkpoint = checkpoint
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        ctx = self.ctx
+        async with ctx.lock:
+            ctx.generation += 1
+            if revoked:
+                await self.checkpoint.commit()
+            parts = {tp.partition for tp in revoked if tp.topic == ctx.settings.events_topic}
+            for model, rt in list(ctx.models.items()):
+                if rt.stamp is None or rt.stamp.partition in parts:
+                    del ctx.models[model]
+            self.checkpoint.forget(set(revoked))
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        ctx = self.ctx
+        async with ctx.lock:
+            ctx.generation += 1
+            for tp in sorted(assigned):
+                await restore_partition(ctx, tp)
