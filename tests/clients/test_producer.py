@@ -1,0 +1,85 @@
+"""The Kafka producer helper: the wire format, and a real round trip through the broker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from clients.producer import EventProducer, encode_event, make_event
+
+
+def test_event_has_design_md_fields() -> None:
+    e = make_event("m1", np.array([1, 2.5]), np.float64(0.5), ts=12.0)
+    assert set(e) == {"model", "id", "x", "y", "ts"}
+    assert e["x"] == [1.0, 2.5] and e["y"] == 0.5 and e["ts"] == 12.0
+    assert uuid.UUID(e["id"]).version == 4
+    assert make_event("m1", [0.0], None)["y"] is None  # unlabelled
+    assert make_event("m1", [0.0], False)["y"] == -1  # booleans as -1/+1
+    assert make_event("m1", [0.0], 1.0, hint=0.3)["hint"] == 0.3
+    assert json.loads(encode_event(e)) == e
+
+
+def test_bad_vectors_are_refused_before_sending() -> None:
+    with pytest.raises(ValueError):
+        make_event("m", [1.0, float("inf")])
+    with pytest.raises(ValueError):
+        make_event("m", [[1.0], [2.0]])
+
+
+def test_unstarted_producer_says_so() -> None:
+    producer = EventProducer("127.0.0.1:1")
+    with pytest.raises(RuntimeError, match="not started"):
+        asyncio.run(producer.send("m", [1.0]))
+
+
+async def _read(bootstrap: str, topic: str, n: int, timeout: float = 20.0) -> list[Any]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        parts = await consumer._client._wait_on_metadata(topic)  # noqa: SLF001
+        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        records: list[Any] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while len(records) < n and loop.time() < deadline:
+            for batch in (await consumer.getmany(timeout_ms=500)).values():
+                records.extend(batch)
+        return records
+    finally:
+        await consumer.stop()
+
+
+async def test_round_trip_keyed_by_model(client_settings: Any) -> None:
+    bootstrap, topic = client_settings.kafka_bootstrap, client_settings.events_topic
+    models = [f"prod-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
+    frame = pd.DataFrame(np.random.default_rng(0).standard_normal((40, 4)))
+    sent: dict[str, list[str]] = {}
+    async with EventProducer(bootstrap, topic=topic) as producer:
+        for m in models:
+            sent[m] = await producer.send_many(m, frame, frame[0] * 2.0)
+        one = await producer.send(models[0], [1.0, 2.0, 3.0, 4.0], None, id="fixed-id")
+        await producer.flush()
+    assert one == "fixed-id"
+    records = await _read(bootstrap, topic, 121)
+    ours = [r for r in records if r.key and r.key.decode() in models]
+    assert len(ours) == 121
+    for m in models:
+        mine = [r for r in ours if r.key.decode() == m]
+        values = [json.loads(r.value) for r in mine]
+        assert all(v["model"] == m for v in values)
+        assert len({r.partition for r in mine}) == 1  # key = model id: one partition
+        labelled = [v for v in values if v["y"] is not None]
+        assert [v["id"] for v in labelled] == sent[m]  # order kept within the partition
+        assert [v["y"] for v in labelled] == pytest.approx((frame[0] * 2.0).tolist())
+        assert [v["x"] for v in labelled] == frame.to_numpy().tolist()
+    unlabelled = [json.loads(r.value) for r in ours if json.loads(r.value)["id"] == "fixed-id"]
+    assert unlabelled[0]["y"] is None
