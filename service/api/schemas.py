@@ -21,8 +21,8 @@ EventId = Annotated[
     Field(description="Idempotency key: an event id is applied at most once."),
 ]
 Label = Annotated[
-    float | int | bool | str,
-    Field(description="Regression target, or class label (-1/+1, 0/1, true/false, name)."),
+    float | int | bool,
+    Field(description="Regression target, or class label (-1/+1, 0/1, true/false)."),
 ]
 Vector = list[float]
 

@@ -72,7 +72,8 @@ class ApiStore:
     async def checkpoint(self, model: str) -> tuple[bytes | None, int]:
         """The state blob and its version, read together (one atomic HMGET)."""
         blob, version = await self.redis.hmget(self.keys.state(model), ["state", "version"])
-        return blob, int(version) if version is not None else 0
+        # The pool is bytes-mode (decode_responses=False): the blob comes back as bytes.
+        return (blob.encode() if isinstance(blob, str) else blob), int(version or 0)
 
     async def status(self, model: str) -> dict[str, int]:
         fields = ["version", *COUNTERS]
@@ -112,8 +113,9 @@ class ApiStore:
         async with self.redis.pipeline(transaction=False) as pipe:
             for pid, x, hint in rows:
                 key = self.keys.prediction(model, pid)
-                mapping = {"x": json.dumps(x), "hint": json.dumps(hint), "v": version, "ts": now}
-                pipe.hset(key, mapping=mapping)
+                fields: list[str | int] = ["x", json.dumps(x), "hint", json.dumps(hint)]
+                fields += ["v", version, "ts", now]
+                pipe.hset(key, items=fields)
                 pipe.expire(key, ttl_s)
             await pipe.execute()
 

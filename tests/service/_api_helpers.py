@@ -69,6 +69,7 @@ def write_state(
     expected_version: int,
     offset: int,
     applied: int = 0,
+    stats: bytes = b"",
 ) -> int:
     """Checkpoint ``learner`` as the worker would; returns the new version."""
     write = CheckpointWrite(
@@ -78,6 +79,7 @@ def write_state(
         state=learners.encode_state(learner.state()),
         counters=Counters(applied=applied),
         expected_version=expected_version,
+        stats=stats,
     )
 
     async def go(redis: Redis, keys: Keys) -> int:

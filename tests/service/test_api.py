@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 import learners
 from service.api import create_app
 from service.config import Settings
+from service.metrics.running import RunningStats
 from tests.service._api_helpers import events_for, pa_with_weights, redis_call, write_state
 
 pytestmark = pytest.mark.service
@@ -429,6 +430,23 @@ def test_metrics_show_model_counters_deadletters_and_latency(
     assert 'route="/v1/models/{model_id}"' in text
     assert "onlinepredict_http_request_duration_seconds_bucket" in text
     assert "onlinepredict_api_redis_up 1.0" in text
+
+
+def test_metrics_show_the_checkpointed_running_statistics(
+    client: TestClient, api_settings: Settings
+) -> None:
+    mid = create(client)
+    stats = RunningStats("regression", 3)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        x = rng.normal(size=3)
+        stats.update(x, float(x.sum()), 0.0, float(x.sum()) ** 2, {})
+    blob = learners.encode_state(stats.state())
+    write_state(api_settings, mid, pa_with_weights([0.0] * 3), 0, offset=4, applied=5, stats=blob)
+    text = client.get("/metrics").text
+    loss = stats.figures()["cumulative_loss"]
+    assert f'onlinepredict_cumulative_loss{{model="{mid}"}} {loss!r}' in text
+    assert f'onlinepredict_cumulative_regret{{model="{mid}"}}' in text
 
 
 # ---- OpenAPI -------------------------------------------------------------------------------
