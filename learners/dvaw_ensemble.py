@@ -66,6 +66,21 @@ def share_rate(t: int) -> float:
     return 1.0 / (a * math.log(a) ** 2 + 1.0)
 
 
+def fixed_share_step(
+    logp: np.ndarray, ell: np.ndarray, L: float, t: int, log_p1: np.ndarray | float
+) -> tuple[np.ndarray, float]:
+    """One round of Alg. 3 in the log domain (spec §4.3): returns (log p_{t+1}, L_t).
+
+    ``ell`` are the clipped losses of round t, ``L`` the running max before it and
+    ``log_p1`` the log prior the share mixes back to.
+    """
+    L = max(L, float(np.max(ell)))
+    if L > 0.0:  # alpha_t = 1 / (2 L_t); L_t = 0 leaves p unchanged
+        logp = log_normalise(logp - ell / (2.0 * L))
+    beta = share_rate(t)
+    return np.logaddexp(math.log1p(-beta) + logp, math.log(beta) + log_p1), L
+
+
 class Forecast(NamedTuple):
     b: Begin
     y_ref: float
@@ -227,13 +242,8 @@ class DVAWEnsemble(Learner):
         f = self._forecast(x, hint)
         self.t_ += 1
         ell = 0.5 * (y - f.clipped) ** 2  # clipped losses go to the meta (Alg. 2)
-        self.L_ = max(self.L_, float(ell.max()))
-        logp = self.logp_
-        if self.L_ > 0.0:  # alpha_t = 1 / (2 L_t); L_t = 0 leaves p unchanged (§4.3)
-            logp = log_normalise(logp - ell / (2.0 * self.L_))
-        beta = share_rate(self.t_)
-        n = logp.size
-        self.logp_ = np.logaddexp(math.log1p(-beta) + logp, math.log(beta) - math.log(n))
+        n = self.logp_.size
+        self.logp_, self.L_ = fixed_share_step(self.logp_, ell, self.L_, self.t_, -math.log(n))
         self.M_ = max(self.M_, abs(y - f.y_ref))
         self.y_prev_ = float(y)
         # experts learn from the raw loss, independent of hints (§4.2, §9 item 13)
