@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -74,7 +75,12 @@ class _Quantifier(Learner):
 
     def _augment(self, x: np.ndarray) -> np.ndarray:
         # spec §8 item 7: a constant feature inside the L2 ball lets the threshold move
-        return np.append(x, 1.0) if self.fit_intercept else x
+        if not self.fit_intercept:
+            return x
+        xb = np.empty(x.shape[0] + 1)
+        xb[:-1] = x
+        xb[-1] = 1.0
+        return xb
 
     def _eps(self) -> float:
         """Training smoothing eps: given, or 1/(2 W) for the window W (spec §2.7)."""
@@ -114,13 +120,17 @@ class _Quantifier(Learner):
         scores = rows @ w[: self.dim]
         return scores + w[-1] if self.fit_intercept else scores
 
-    def _check_batch(self, X: Any) -> np.ndarray:
+    def _check_batch(
+        self, X: Any, *, allow_empty: bool = False, allow_vector: bool = True
+    ) -> np.ndarray:
         try:
             arr = np.asarray(X, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"X must be a matrix of numbers: {exc}") from None
-        if arr.ndim == 1 and arr.shape[0] == self.dim:
+        if allow_vector and arr.ndim == 1 and arr.shape[0] == self.dim:
             arr = arr[None, :]
+        if allow_empty and arr.size == 0:
+            return np.empty((0, self.dim))
         if arr.ndim != 2 or arr.shape[1] != self.dim:
             raise ValueError(f"X must have shape (n, {self.dim}), got {tuple(arr.shape)}")
         if arr.shape[0] == 0:
@@ -183,6 +193,19 @@ class _Quantifier(Learner):
         diag = self._diagnostics(labelled=True)
         diag.update(extra)
         return StepReport(pred, float(pred != y), diag, {"margin": s})
+
+    def learn_many(
+        self, X: Any, y: Sequence[Any], *, hints: Sequence[float | None] | None = None
+    ) -> list[StepReport]:
+        """``learn`` on each row in order; identical to the loop, but the rows are validated
+        as one matrix (the per-row checks dominate a NEMSIS step). A bad row or label rejects
+        the whole batch before any state changes."""
+        rows = self._check_batch(X, allow_empty=True, allow_vector=False)
+        labels = [self._check_y(v) for v in y]
+        hs = [None] * len(rows) if hints is None else [self._check_hint(h) for h in hints]
+        if not len(rows) == len(labels) == len(hs):
+            raise ValueError("X, y and hints must have the same length")
+        return [self._learn(x, v, h) for x, v, h in zip(rows, labels, hs, strict=True)]
 
     def _update(self, xb: np.ndarray, y: int) -> dict[str, float]:  # pragma: no cover
         raise NotImplementedError
@@ -254,13 +277,14 @@ class _Quantifier(Learner):
         p, eps = self._prior(), self._eps()
         k = nested.kappa_value(p, self.kappa)
         c1, c2 = self._inner_codes()
-        self.rho_ = np.array([r1, r2])
-        self.dual_alpha_ = np.array(nested.zeta_grad(c1, r1, r2, p, eps, k))
-        self.dual_beta_ = np.array(nested.zeta_grad(c2, r1, r2, p, eps, k))
         z1, z2 = nested.zeta(c1, r1, r2, p, eps, k), nested.zeta(c2, r1, r2, p, eps, k)
-        self.z_ = np.array([z1, z2])
         q1, q2 = (z1, z2) if qbar is None else qbar
-        self.dual_gamma_ = np.array(self._gamma(q1, q2, p, eps))
+        # in-place writes of plain floats: this runs once per event
+        _put(self, "rho_", r1, r2)
+        _put(self, "dual_alpha_", *nested.zeta_grad(c1, r1, r2, p, eps, k))
+        _put(self, "dual_beta_", *nested.zeta_grad(c2, r1, r2, p, eps, k))
+        _put(self, "z_", z1, z2)
+        _put(self, "dual_gamma_", *self._gamma(q1, q2, p, eps))
 
     def _nemsis_step(self, xb: np.ndarray, y: int) -> dict[str, float]:
         p = self._prior()
@@ -268,9 +292,9 @@ class _Quantifier(Learner):
         w = self.w_
         score = float(w @ xb)
         m = y * score  # step 1, with the model held before this point
-        a1, a2 = self.dual_alpha_
-        b1, b2 = self.dual_beta_
-        g1, g2 = self.dual_gamma_
+        a1, a2 = self.dual_alpha_.tolist()
+        b1, b2 = self.dual_beta_.tolist()
+        g1, g2 = self.dual_gamma_.tolist()
         if self.reward == "hinge":  # r = min{1, m} (§2.1, the "max" is a typo)
             r = min(1.0, m)
             dr = 1.0 if m < 1.0 else 0.0
@@ -296,15 +320,17 @@ class _Quantifier(Learner):
                 w = w * (self.radius / norm)
             self.w_ = w
         self.w_sum_ += self.w_  # step 5
-        r1, r2 = self.rho_
-        z1, z2 = self.z_
+        r1, r2 = self.rho_.tolist()
+        z1, z2 = self.z_.tolist()
         # step 6: pi = zeta(rho) + <grad, s - rho> (Fenchel-Young form of alpha.s - zeta*)
         pi1 = z1 + a1 * (s1 - r1) + a2 * (s2 - r2)
         pi2 = z2 + b1 * (s1 - r1) + b2 * (s2 - r2)
-        self.sum_r_ += (s1, s2)  # step 7
-        self.sum_q_ += (pi1, pi2)
-        rb1, rb2 = self.sum_r_ / t
-        qb1, qb2 = self.sum_q_ / t
+        sr1, sr2 = self.sum_r_.tolist()  # step 7
+        sq1, sq2 = self.sum_q_.tolist()
+        _put(self, "sum_r_", sr1 + s1, sr2 + s2)
+        _put(self, "sum_q_", sq1 + pi1, sq2 + pi2)
+        rb1, rb2 = (sr1 + s1) / t, (sr2 + s2) / t
+        qb1, qb2 = (sq1 + pi1) / t, (sq2 + pi2) / t
         # step 8: rho = clip(r_bar, 0, 1) [EXT guard, §8 item 4]
         self._set_duals(min(1.0, max(0.0, rb1)), min(1.0, max(0.0, rb2)), (qb1, qb2))
         return {"eta": eta, "c": c, "tpr_bar": rb1, "tnr_bar": rb2}
@@ -312,3 +338,13 @@ class _Quantifier(Learner):
     def _nemsis_average(self) -> np.ndarray:
         """The averaged iterate w_bar = w_sum / t (the paper's output); w before any step."""
         return self.w_sum_ / self.t_ if self.t_ > 0 else self.w_.copy()
+
+
+def _put(obj: Any, name: str, a: float, b: float) -> None:
+    """Write a 2-vector attribute in place (creating it on first use)."""
+    arr = obj.__dict__.get(name)
+    if arr is None:
+        setattr(obj, name, np.array([a, b], dtype=np.float64))
+    else:
+        arr[0] = a
+        arr[1] = b
