@@ -70,14 +70,17 @@ class LazyProducer:
         except (KafkaError, TimeoutError, OSError) as exc:
             raise BrokerUnavailable(f"Kafka unavailable: {type(exc).__name__}: {exc}") from exc
 
-    async def ping(self) -> None:
-        """Raise ``BrokerUnavailable`` unless the cluster metadata can be fetched now."""
+    async def ping(self, topic: str) -> None:
+        """Raise ``BrokerUnavailable`` unless the cluster metadata can be fetched now and
+        lists ``topic``."""
         producer = await self.get()
         try:
             async with asyncio.timeout(5.0):
-                await producer.client.fetch_all_metadata()
+                cluster = await producer.client.fetch_all_metadata()
         except (KafkaError, TimeoutError, OSError) as exc:
             raise BrokerUnavailable(f"Kafka unavailable: {exc}") from exc
+        if topic not in cluster.topics():
+            raise BrokerUnavailable(f"topic {topic!r} does not exist (yet)")
 
     async def close(self) -> None:
         if self._producer is not None:

@@ -135,6 +135,13 @@ def test_redis_down_is_503_never_500(settings: Settings) -> None:
         assert c.post("/v1/models", json={"id": "x y", "kind": "pa", "dim": 2}).status_code == 422
 
 
+def test_readyz_needs_the_events_topic(settings: Settings) -> None:
+    missing = settings.model_copy(update={"events_topic": f"no-such-{uuid.uuid4().hex[:8]}"})
+    with TestClient(create_app(missing)) as c:
+        r = c.get("/readyz")
+        assert r.status_code == 503 and "does not exist" in r.json()["kafka"]
+
+
 def test_kafka_down_is_503_and_the_label_can_be_retried(settings: Settings) -> None:
     dead = settings.model_copy(update={"kafka_bootstrap": f"127.0.0.1:{free_port()}"})
     with (
@@ -158,3 +165,22 @@ def test_kafka_down_is_503_and_the_label_can_be_retried(settings: Settings) -> N
         assert r.status_code == 202 and r.json()["status"] == "accepted"
         r = live.post(f"/v1/models/{mid}/labels", json={"prediction_id": pid, "y": 1})
         assert r.json()["status"] == "duplicate"
+
+
+def test_a_real_bug_is_a_logged_500(settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+    from service.api.deps import get_cache
+
+    class Broken:
+        async def get(self, spec: object) -> object:
+            raise RuntimeError("boom")
+
+    app = create_app(settings)
+    app.dependency_overrides[get_cache] = Broken
+    with TestClient(app, raise_server_exceptions=False) as c:
+        mid = new_id()
+        assert c.post("/v1/models", json={"id": mid, "kind": "pa", "dim": 2}).status_code == 201
+        r = c.post(f"/v1/models/{mid}/predict", json={"x": [1, 2]})
+    assert r.status_code == 500 and r.json() == {"detail": "internal error (logged)"}
+    assert any(
+        "boom" in (rec.exc_text or "") or "boom" in str(rec.exc_info) for rec in caplog.records
+    )

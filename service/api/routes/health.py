@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, Response, status
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from service.api.deps import ProducerDep, StoreDep
+from service.api.deps import ProducerDep, SettingsDep, StoreDep
 from service.api.schemas import Health, Readiness
 
 router = APIRouter(tags=["health"])
@@ -27,9 +27,11 @@ async def healthz() -> Health:
     response_model=Readiness,
     responses={503: {"model": Readiness, "description": "Redis or Kafka unreachable."}},
 )
-async def readyz(store: StoreDep, producer: ProducerDep) -> JSONResponse:
-    """Readiness: Redis answers PING and the Kafka cluster metadata can be fetched."""
-    redis_state, kafka_state = await asyncio.gather(_redis(store), _kafka(producer))
+async def readyz(store: StoreDep, producer: ProducerDep, settings: SettingsDep) -> JSONResponse:
+    """Readiness: Redis answers PING, the broker answers and the events topic exists."""
+    redis_state, kafka_state = await asyncio.gather(
+        _redis(store), _kafka(producer, settings.events_topic)
+    )
     ready = redis_state == "ok" and kafka_state == "ok"
     body = Readiness(
         status="ready" if ready else "unavailable", redis=redis_state, kafka=kafka_state
@@ -56,9 +58,9 @@ async def _redis(store: StoreDep) -> str:
     return "ok"
 
 
-async def _kafka(producer: ProducerDep) -> str:
+async def _kafka(producer: ProducerDep, topic: str) -> str:
     try:
-        await producer.ping()
+        await producer.ping(topic)
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         return f"unavailable: {exc}"
     return "ok"
