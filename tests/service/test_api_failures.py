@@ -184,3 +184,28 @@ def test_a_real_bug_is_a_logged_500(settings: Settings, caplog: pytest.LogCaptur
     assert any(
         "boom" in (rec.exc_text or "") or "boom" in str(rec.exc_info) for rec in caplog.records
     )
+
+
+def test_redis_restart_mid_life_is_503_then_recovers(settings: Settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from service.embedded import start_redis
+
+    server = start_redis(data_dir=str(tmp_path), persist=True)
+    try:
+        own = settings.model_copy(update={"redis_url": server.url})
+        with TestClient(create_app(own), raise_server_exceptions=False) as c:
+            mid = new_id()
+            assert c.post("/v1/models", json={"id": mid, "kind": "pa", "dim": 2}).status_code == 201
+            assert c.post(f"/v1/models/{mid}/predict", json={"x": [1, 2]}).status_code == 200
+            server.kill()
+            for method, path, body in [
+                ("post", f"/v1/models/{mid}/predict", {"x": [1, 2]}),
+                ("get", f"/v1/models/{mid}", None),
+                ("post", f"/v1/models/{mid}/events", {"events": [{"x": [1, 2]}]}),
+            ]:
+                r = c.request(method, path, json=body)
+                assert r.status_code == 503, (path, r.status_code, r.text)
+            server = start_redis(port=server.port, data_dir=str(tmp_path), persist=True)
+            r = c.post(f"/v1/models/{mid}/predict", json={"x": [1, 2]})
+            assert r.status_code == 200, r.text  # the pool reconnects; the spec survived (AOF)
+    finally:
+        server.stop()
