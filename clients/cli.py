@@ -227,8 +227,8 @@ def predict(
             }
         )
         return
-    for p in preds:
-        out.print(f"{_fmt(p.value)}\t{p.prediction_id or ''}")
+    for p in preds:  # plain tab-separated lines: easy to cut/awk
+        sys.stdout.write(f"{_fmt(p.value)}\t{p.prediction_id or ''}\n")
 
 
 # --- checkpoint ------------------------------------------------------------------------------

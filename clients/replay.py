@@ -58,18 +58,20 @@ class RateColumn(ProgressColumn):
 
     def render(self, task: Any) -> Text:
         speed = task.finished_speed or task.speed
-        return Text("-- ev/s" if speed is None else f"{speed:,.0f} ev/s", style="cyan")
+        return Text(
+            "-- ev/s" if speed is None else f"{speed:,.0f} ev/s", style="cyan", no_wrap=True
+        )
 
 
 def _progress(transient: bool = False) -> Progress:
     return Progress(
         SpinnerColumn(),
         TextColumn("[bold]{task.description}"),
-        BarColumn(),
+        BarColumn(bar_width=24),
         MofNCompleteColumn(),
         RateColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(compact=True),
         TimeElapsedColumn(),
         console=err,
         transient=transient,

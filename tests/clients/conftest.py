@@ -65,17 +65,15 @@ def cli_env(api_url: str, client_settings: Any) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def workers(client_settings: Any) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Two ``onlinepredict worker`` processes on the client tests' topics."""
+    """Two worker processes (``python -m service.worker``) on the client tests' topics."""
     try:
-        import service.cli  # noqa: F401
-
-        import service.worker  # noqa: F401
+        import service.worker.main  # noqa: F401
     except ImportError as exc:
         pytest.skip(f"the worker is not available yet: {exc}")
     env = settings_env(client_settings)
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "worker"],
+            [sys.executable, "-m", "service.worker"],
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,

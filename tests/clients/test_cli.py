@@ -1,0 +1,197 @@
+"""The client CLI driven as a user would: separate processes, exit codes, stdout and stderr,
+against the real API and real workers over the session's broker and Redis."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from _client_support import cli, free_port
+
+from clients import Client
+
+
+def _id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _json(result: Any) -> Any:
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+# --- no server needed -------------------------------------------------------------------------
+def test_help_lists_the_commands() -> None:
+    r = cli("--help")
+    assert r.returncode == 0
+    for command in ("models", "predict", "replay", "watch", "checkpoint"):
+        assert command in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["models", "create", "m1"],  # no --kind / --dim
+        ["replay", "trump-approval"],  # no --model
+        ["replay", "trump-approval", "--model", "m", "--via", "pigeon"],
+        ["models", "create", "m1", "--kind", "pa", "--dim", "3", "--param", "novalue"],
+        ["bogus-command"],
+    ],
+)
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    r = cli(*args, "--api-url", f"http://127.0.0.1:{free_port()}")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+
+
+def test_unreachable_api_is_exit_1_with_a_message() -> None:
+    r = cli("models", "list", "--api-url", f"http://127.0.0.1:{free_port()}", "--timeout", "1")
+    assert r.returncode == 1
+    assert r.stdout == ""
+    assert "Error" in r.stderr and "127.0.0.1" in r.stderr
+
+
+def test_unknown_dataset_is_exit_1(cli_env: dict[str, str]) -> None:
+    r = cli("replay", "no-such-set", "--model", "m", env=cli_env)
+    assert r.returncode == 1 and "trump-approval" in r.stderr  # the built-in names
+
+
+# --- against the real API ---------------------------------------------------------------------
+def test_models_create_list_show_delete(cli_env: dict[str, str], tmp_path: Any) -> None:
+    model = _id("cli-m")
+    created = _json(
+        cli("models", "create", model, "-k", "pa", "-d", "3", "-p", "C=0.25",
+            "-p", "variant=pa2", "--json", env=cli_env)
+    )  # fmt: skip
+    assert created["kind"] == "pa" and created["params"] == {"C": 0.25, "variant": "pa2"}
+    listed = _json(cli("models", "list", "--json", env=cli_env))
+    assert model in [m["id"] for m in listed]
+    shown = _json(cli("models", "show", model, "--json", env=cli_env))
+    assert shown["model"]["dim"] == 3 and shown["metrics"]["events"] == 0
+    human = cli("models", "show", model, env=cli_env)
+    assert human.returncode == 0 and model in human.stdout
+    deleted = cli("models", "delete", model, "--yes", env=cli_env)
+    assert deleted.returncode == 0
+    gone = cli("models", "show", model, env=cli_env)
+    assert gone.returncode == 1 and "404" in gone.stderr and model in gone.stderr
+
+
+def test_models_create_from_a_yaml_file(cli_env: dict[str, str], tmp_path: Any) -> None:
+    model = _id("cli-yaml")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"id: {model}\nkind: pa\ndim: 2\nparams:\n  C: 2.0\n  epsilon: 0.1\n")
+    created = _json(cli("models", "create", "-f", str(spec), "-p", "C=3", "--json", env=cli_env))
+    assert created["id"] == model and created["params"] == {"C": 3, "epsilon": 0.1}
+    from_stdin = _id("cli-stdin")
+    body = json.dumps({"kind": "pa", "dim": 2})
+    r = cli("models", "create", from_stdin, "-f", "-", env=cli_env, input=body)
+    assert r.returncode == 0 and from_stdin in r.stdout
+
+
+def test_server_errors_are_exit_1_with_the_servers_message(cli_env: dict[str, str]) -> None:
+    r = cli("models", "create", _id("cli-bad"), "-k", "pa", "-d", "3", "-p", "C=-1", env=cli_env)
+    assert r.returncode == 1
+    assert "422" in r.stderr and "C" in r.stderr
+    assert r.stdout == ""
+
+
+def test_predict_from_args_and_stdin(cli_env: dict[str, str]) -> None:
+    model = _id("cli-pred")
+    assert cli("models", "create", model, "-k", "pa", "-d", "3", env=cli_env).returncode == 0
+    one = _json(cli("predict", model, "1", "-2.5", "3e-1", "--json", env=cli_env))
+    assert len(one["predictions"]) == 1 and one["predictions"][0]["prediction_id"]
+    batch = _json(
+        cli("predict", model, "--json", env=cli_env, input="1,2,3\n[0.5, -1, 2]\n\n4 5 6\n")
+    )
+    assert len(batch["predictions"]) == 3
+    plain = cli("predict", model, "0", "0", "1", env=cli_env)
+    assert plain.returncode == 0 and len(plain.stdout.split("\t")) == 2
+    wrong = cli("predict", model, "1", "2", env=cli_env)
+    assert wrong.returncode == 1 and "422" in wrong.stderr
+    junk = cli("predict", model, "--json", env=cli_env, input="1,two,3\n")
+    assert junk.returncode == 1 and "two" in junk.stderr
+
+
+# --- replay, watch: need the workers ----------------------------------------------------------
+def test_replay_via_kafka_ends_with_the_models_figures(
+    cli_env: dict[str, str], api_url: str, workers: Any
+) -> None:
+    model = _id("cli-trump")
+    r = cli("replay", "trump-approval", "--model", model, "--via", "kafka", "--json",
+            "--wait-timeout", "90", env=cli_env)  # fmt: skip
+    summary = _json(r)
+    assert "created model" in r.stderr  # the data set's default kind, since none was given
+    assert summary["sent"] == 1001 and summary["events"] == 1001
+    assert summary["rejected"] == 0 and summary["duplicates"] == 0
+    assert summary["rmse"] > 0 and summary["cumulative_regret"] is not None
+    # the same figures are on /metrics
+    with Client(api_url, api_key="") as api:
+        figures = api.model_metrics(model)
+        info = api.get_model(model)
+    assert info.kind == "dvaw-ensemble" and info.applied == 1001
+    assert figures["rmse"] == pytest.approx(summary["rmse"])
+    assert figures["cumulative_regret"] == pytest.approx(summary["cumulative_regret"])
+
+
+def test_replay_csv_via_http_creates_the_model(
+    cli_env: dict[str, str], workers: Any, tmp_path: Any
+) -> None:
+    path = tmp_path / "stream.csv"
+    rows = ["a,b,y"] + [
+        f"{i % 7},{(i * 3) % 5},{(i % 7) - 0.5 * ((i * 3) % 5)}" for i in range(300)
+    ]
+    path.write_text("\n".join(rows) + "\n")
+    model = _id("cli-csv")
+    missing = cli("replay", str(path), "--model", model, env=cli_env)
+    assert missing.returncode == 1 and "--kind" in missing.stderr
+    summary = _json(
+        cli("replay", str(path), "--model", model, "--kind", "pa", "--via", "http", "--limit",
+            "250", "--rate", "5000", "--batch", "40", "--json", "--wait-timeout", "90",
+            env=cli_env)
+    )  # fmt: skip
+    assert summary["sent"] == 250 and summary["events"] == 250
+    again = _json(
+        cli("replay", str(path), "--model", model, "--via", "http", "--limit", "50", "--json",
+            "--wait-timeout", "90", env=cli_env)
+    )  # fmt: skip
+    assert again["events"] == 300  # the model's running total
+
+
+def test_replay_classifier_reports_mistakes(cli_env: dict[str, str], workers: Any) -> None:
+    model = _id("cli-phish")
+    summary = _json(
+        cli("replay", "phishing", "--model", model, "--limit", "400", "--json",
+            "--wait-timeout", "90", env=cli_env)
+    )  # fmt: skip
+    assert summary["events"] == 400
+    assert 0 < summary["mistakes"] < 400
+    assert summary["error_rate"] == pytest.approx(summary["mistakes"] / 400)
+
+
+def test_watch_snapshot(cli_env: dict[str, str], workers: Any) -> None:
+    model = _id("cli-watch")
+    _json(cli("replay", "synth-drift-jumps", "--model", model, "--limit", "300", "--json",
+              "--wait-timeout", "90", env=cli_env))  # fmt: skip
+    snap = _json(cli("watch", model, "--json", env=cli_env))
+    assert snap["model"] == model and snap["summary"]["events"] == 300
+    assert "cumulative_loss" in snap["metrics"]
+    frame = cli("watch", model, "--once", env=cli_env)
+    assert frame.returncode == 0 and model in frame.stdout and "cumulative_regret" in frame.stdout
+    unknown = cli("watch", _id("nope"), "--once", env=cli_env)
+    assert unknown.returncode == 1 and "404" in unknown.stderr
+
+
+def test_checkpoint_commands(cli_env: dict[str, str], api_url: str, workers: Any) -> None:
+    with Client(api_url, api_key="") as api:
+        paths = api._http.get("/openapi.json").json()["paths"]
+    if "/v1/models/{model_id}/checkpoints" not in paths:
+        pytest.skip("the API has no checkpoint history endpoints yet")
+    model = _id("cli-ckpt")
+    _json(cli("replay", "synth-drift-static", "--model", model, "--limit", "600", "--batch",
+              "100", "--rate", "3000", "--json", "--wait-timeout", "90", env=cli_env))  # fmt: skip
+    listed = _json(cli("checkpoint", "list", model, "--json", env=cli_env))
+    assert listed and all("version" in c for c in listed)
+    oldest = min(c["version"] for c in listed)
+    r = cli("checkpoint", "rollback", model, str(oldest), "--yes", env=cli_env)
+    assert r.returncode == 0, r.stderr
