@@ -269,6 +269,8 @@ class _Quantifier(Learner):
         self.t_ = 0
         self.sum_r_ = np.zeros(2)
         self.sum_q_ = np.zeros(2)
+        for name in ("rho_", "z_", "dual_alpha_", "dual_beta_", "dual_gamma_"):
+            setattr(self, name, np.zeros(2))
         self._set_duals(0.5, 0.5, None)
 
     def _set_duals(self, r1: float, r2: float, qbar: tuple[float, float] | None) -> None:
@@ -279,12 +281,13 @@ class _Quantifier(Learner):
         c1, c2 = self._inner_codes()
         z1, z2 = nested.zeta(c1, r1, r2, p, eps, k), nested.zeta(c2, r1, r2, p, eps, k)
         q1, q2 = (z1, z2) if qbar is None else qbar
+        a1, a2 = nested.zeta_grad(c1, r1, r2, p, eps, k)
+        b1, b2 = nested.zeta_grad(c2, r1, r2, p, eps, k)
+        g1, g2 = self._gamma(q1, q2, p, eps)
         # in-place writes of plain floats: this runs once per event
-        _put(self, "rho_", r1, r2)
-        _put(self, "dual_alpha_", *nested.zeta_grad(c1, r1, r2, p, eps, k))
-        _put(self, "dual_beta_", *nested.zeta_grad(c2, r1, r2, p, eps, k))
-        _put(self, "z_", z1, z2)
-        _put(self, "dual_gamma_", *self._gamma(q1, q2, p, eps))
+        rho, z, al, be, ga = self.rho_, self.z_, self.dual_alpha_, self.dual_beta_, self.dual_gamma_
+        rho[0], rho[1], z[0], z[1] = r1, r2, z1, z2
+        al[0], al[1], be[0], be[1], ga[0], ga[1] = a1, a2, b1, b2, g1, g2
 
     def _nemsis_step(self, xb: np.ndarray, y: int) -> dict[str, float]:
         p = self._prior()
@@ -325,12 +328,12 @@ class _Quantifier(Learner):
         # step 6: pi = zeta(rho) + <grad, s - rho> (Fenchel-Young form of alpha.s - zeta*)
         pi1 = z1 + a1 * (s1 - r1) + a2 * (s2 - r2)
         pi2 = z2 + b1 * (s1 - r1) + b2 * (s2 - r2)
-        sr1, sr2 = self.sum_r_.tolist()  # step 7
-        sq1, sq2 = self.sum_q_.tolist()
-        _put(self, "sum_r_", sr1 + s1, sr2 + s2)
-        _put(self, "sum_q_", sq1 + pi1, sq2 + pi2)
-        rb1, rb2 = (sr1 + s1) / t, (sr2 + s2) / t
-        qb1, qb2 = (sq1 + pi1) / t, (sq2 + pi2) / t
+        sr, sq = self.sum_r_, self.sum_q_  # step 7
+        sr1, sr2 = float(sr[0]) + s1, float(sr[1]) + s2
+        sq1, sq2 = float(sq[0]) + pi1, float(sq[1]) + pi2
+        sr[0], sr[1], sq[0], sq[1] = sr1, sr2, sq1, sq2
+        rb1, rb2 = sr1 / t, sr2 / t
+        qb1, qb2 = sq1 / t, sq2 / t
         # step 8: rho = clip(r_bar, 0, 1) [EXT guard, §8 item 4]
         self._set_duals(min(1.0, max(0.0, rb1)), min(1.0, max(0.0, rb2)), (qb1, qb2))
         return {"eta": eta, "c": c, "tpr_bar": rb1, "tnr_bar": rb2}
@@ -338,13 +341,3 @@ class _Quantifier(Learner):
     def _nemsis_average(self) -> np.ndarray:
         """The averaged iterate w_bar = w_sum / t (the paper's output); w before any step."""
         return self.w_sum_ / self.t_ if self.t_ > 0 else self.w_.copy()
-
-
-def _put(obj: Any, name: str, a: float, b: float) -> None:
-    """Write a 2-vector attribute in place (creating it on first use)."""
-    arr = obj.__dict__.get(name)
-    if arr is None:
-        setattr(obj, name, np.array([a, b], dtype=np.float64))
-    else:
-        arr[0] = a
-        arr[1] = b
