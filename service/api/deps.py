@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Path, Request, status
+from redis.asyncio import Redis
 
 from service.api.broker import LazyProducer
 from service.api.schemas import ModelSpec
@@ -21,6 +22,11 @@ def get_store(request: Request) -> ApiStore:
     return request.state.store  # type: ignore[no-any-return]
 
 
+def get_redis(request: Request) -> Redis:
+    """The app's Redis pool (bytes mode); prefer ``StoreDep`` for the API's own keys."""
+    return request.state.store.redis  # type: ignore[no-any-return]
+
+
 def get_producer(request: Request) -> LazyProducer:
     return request.state.producer  # type: ignore[no-any-return]
 
@@ -31,7 +37,7 @@ def get_cache(request: Request) -> ModelCache:
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[ApiStore, Depends(get_store)]
-RedisDep = StoreDep  # the Redis pool, wrapped in the API's key-aware store
+RedisDep = Annotated[Redis, Depends(get_redis)]
 ProducerDep = Annotated[LazyProducer, Depends(get_producer)]
 CacheDep = Annotated[ModelCache, Depends(get_cache)]
 

@@ -7,8 +7,10 @@ import asyncio
 from fastapi import APIRouter, Request, Response, status
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
+from redis.asyncio import Redis
 
-from service.api.deps import ProducerDep, SettingsDep, StoreDep
+from service.api.broker import LazyProducer
+from service.api.deps import ProducerDep, RedisDep, SettingsDep, StoreDep
 from service.api.schemas import Health, Readiness
 
 router = APIRouter(tags=["health"])
@@ -27,10 +29,10 @@ async def healthz() -> Health:
     response_model=Readiness,
     responses={503: {"model": Readiness, "description": "Redis or Kafka unreachable."}},
 )
-async def readyz(store: StoreDep, producer: ProducerDep, settings: SettingsDep) -> JSONResponse:
+async def readyz(redis: RedisDep, producer: ProducerDep, settings: SettingsDep) -> JSONResponse:
     """Readiness: Redis answers PING, the broker answers and the events topic exists."""
     redis_state, kafka_state = await asyncio.gather(
-        _redis(store), _kafka(producer, settings.events_topic)
+        _redis(redis), _kafka(producer, settings.events_topic)
     )
     ready = redis_state == "ok" and kafka_state == "ok"
     body = Readiness(
@@ -49,16 +51,16 @@ async def metrics(request: Request, store: StoreDep) -> Response:
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
-async def _redis(store: StoreDep) -> str:
+async def _redis(redis: Redis) -> str:
     try:
         async with asyncio.timeout(PING_TIMEOUT_S):
-            await store.redis.ping()
+            await redis.ping()
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         return f"unavailable: {type(exc).__name__}: {exc}"
     return "ok"
 
 
-async def _kafka(producer: ProducerDep, topic: str) -> str:
+async def _kafka(producer: LazyProducer, topic: str) -> str:
     try:
         await producer.ping(topic)
     except Exception as exc:  # noqa: BLE001 - reported, not raised
