@@ -23,9 +23,9 @@ CONTINUE = 200
 Check = Callable[[type[Learner], dict[str, Any]], None]
 
 
-def _fresh(cls: type[Learner], params: dict[str, Any], n: int, seed: int = 0) -> tuple[
-    Learner, np.ndarray, list[Any]
-]:
+def _fresh(
+    cls: type[Learner], params: dict[str, Any], n: int, seed: int = 0
+) -> tuple[Learner, np.ndarray, list[Any]]:
     learner = cls(DIM, **params)
     X, y = cls._test_stream(DIM, n, seed)
     learner._test_prepare(X)
@@ -69,9 +69,7 @@ def check_learn_reports_prior_prediction(cls: type[Learner], params: dict[str, A
         assert _same_output(expected, got), f"learn().prediction {got!r} != predict() {expected!r}"
 
 
-def check_state_roundtrip_continues_identically(
-    cls: type[Learner], params: dict[str, Any]
-) -> None:
+def check_state_roundtrip_continues_identically(cls: type[Learner], params: dict[str, Any]) -> None:
     learner, X, y = _fresh(cls, params, WARMUP + CONTINUE)
     for x, v in zip(X[:WARMUP], y[:WARMUP], strict=True):
         learner.learn(x, v)
