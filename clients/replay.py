@@ -14,7 +14,7 @@ import itertools
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import (
@@ -47,8 +47,10 @@ from clients._cliutil import (
     out,
     parse_param,
 )
-from clients.datasets import Dataset, Item, load_dataset
 from clients.http import Client
+
+if TYPE_CHECKING:  # the data sets pull in numpy: imported only when a replay runs
+    from clients.datasets import Dataset, Item
 
 POLL_S = 0.25  # how often the applied counter is polled while waiting for the workers
 
@@ -238,6 +240,8 @@ def replay(
     """Stream a data set into a model, wait until the workers learned it, print its metrics."""
     if via not in ("kafka", "http"):
         raise typer.BadParameter("--via must be 'kafka' or 'http'")
+    from clients.datasets import load_dataset
+
     ds = load_dataset(dataset, target=target)
     options = dict(parse_param(o) for o in option or [])
     params = dict(parse_param(p) for p in param or [])

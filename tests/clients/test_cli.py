@@ -8,9 +8,12 @@ import uuid
 from typing import Any
 
 import pytest
+import typer
 from _client_support import cli, free_port
+from typer.testing import CliRunner
 
 from clients import Client
+from clients.cli import app, register
 
 
 def _id(prefix: str) -> str:
@@ -22,10 +25,13 @@ def _json(result: Any) -> Any:
     return json.loads(result.stdout)
 
 
-# --- no server needed -------------------------------------------------------------------------
+# --- no server needed: in-process, through typer's runner ----------------------------------------
+runner = CliRunner()
+
+
 def test_help_lists_the_commands() -> None:
-    r = cli("--help")
-    assert r.returncode == 0
+    r = runner.invoke(app, ["--help"])
+    assert r.exit_code == 0
     for command in ("models", "predict", "replay", "watch", "checkpoint"):
         assert command in r.stdout
 
@@ -37,19 +43,35 @@ def test_help_lists_the_commands() -> None:
         ["replay", "trump-approval"],  # no --model
         ["replay", "trump-approval", "--model", "m", "--via", "pigeon"],
         ["models", "create", "m1", "--kind", "pa", "--dim", "3", "--param", "novalue"],
+        ["replay", "trump-approval", "--model", "m", "--rate", "-5"],
         ["bogus-command"],
     ],
 )
 def test_usage_errors_exit_2(args: list[str]) -> None:
-    r = cli(*args, "--api-url", f"http://127.0.0.1:{free_port()}")
-    assert r.returncode == 2, (r.stdout, r.stderr)
+    r = runner.invoke(app, [*args, "--api-url", f"http://127.0.0.1:{free_port()}"])
+    assert r.exit_code == 2, r.output
 
 
 def test_unreachable_api_is_exit_1_with_a_message() -> None:
-    r = cli("models", "list", "--api-url", f"http://127.0.0.1:{free_port()}", "--timeout", "1")
-    assert r.returncode == 1
+    url = f"http://127.0.0.1:{free_port()}"
+    r = runner.invoke(app, ["models", "list", "--api-url", url, "--timeout", "1"])
+    assert r.exit_code == 1
     assert r.stdout == ""
     assert "Error" in r.stderr and "127.0.0.1" in r.stderr
+
+
+def test_register_mounts_every_command_on_a_root_app() -> None:
+    root = typer.Typer()
+
+    @root.command()
+    def up() -> None:
+        """Stand-in for the service's own command."""
+
+    register(root)
+    r = runner.invoke(root, ["--help"])
+    assert r.exit_code == 0
+    for command in ("up", "models", "predict", "replay", "watch", "checkpoint"):
+        assert command in r.stdout
 
 
 def test_unknown_dataset_is_exit_1(cli_env: dict[str, str]) -> None:
