@@ -25,6 +25,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -112,7 +113,9 @@ def make_settings(redis_url: str, kafka_bootstrap: str, key_prefix: str) -> Call
         }
         values.update(overrides)
         made = Settings(**values)  # type: ignore[arg-type]
-        asyncio.run(ensure_topics(made))
+        # in a thread: works from sync and async tests alike
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, ensure_topics(made)).result()
         return made
 
     return make

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition
 from redis.asyncio import Redis
 
 from service.config import Settings
@@ -37,6 +38,7 @@ class WorkerStats:
     conflicts: int = 0
     voided_stamps: int = 0
     redis_retries: int = 0
+    redelivered: int = 0  # records the client handed out twice (dropped)
 
 
 @dataclass
@@ -55,4 +57,7 @@ class WorkerContext:
     stats: WorkerStats = field(default_factory=WorkerStats)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # batch vs rebalance callbacks
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    # next offset the worker expects per partition, set on every seek: the client may hand
+    # a record out twice around a seek, and a record below this is such a repeat
+    next_offset: dict[TopicPartition, int] = field(default_factory=dict)
     generation: int = 0  # bumped on every assignment or seek: fetched batches go stale

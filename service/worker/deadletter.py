@@ -42,7 +42,7 @@ class DeadLetters:
         self.sent = 0
 
     async def send(self, record: ConsumerRecord, reason: str) -> None:
-        logger.info(
+        logger.debug(
             "dead letter %s[%d]@%d: %s", record.topic, record.partition, record.offset, reason
         )
         fut = await self.producer.send(

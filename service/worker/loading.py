@@ -76,5 +76,6 @@ async def resync_model(ctx: WorkerContext, model: str) -> None:
         target = (await ctx.consumer.beginning_offsets([tp]))[tp]
     if target < await ctx.consumer.position(tp):
         ctx.consumer.seek(tp, target)
+        ctx.next_offset[tp] = target
         ctx.generation += 1  # records already fetched for this partition are stale
     logger.warning("model %r reloaded at version %d; replaying from %d", model, rt.version, target)

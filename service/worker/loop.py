@@ -43,7 +43,12 @@ async def process_batch(
     decoded: list[tuple[TopicPartition, ConsumerRecord, Event | InvalidEvent]] = []
     wanted: set[str] = set()
     for tp, records in batch.items():
+        floor = ctx.next_offset.get(tp, 0)
         for rec in records:
+            if rec.offset < floor:
+                ctx.stats.redelivered += 1
+                continue
+            floor = ctx.next_offset[tp] = rec.offset + 1
             try:
                 ev: Event | InvalidEvent = decode_event(rec.key, rec.value)
                 model: str | None = ev.model  # type: ignore[union-attr]
@@ -117,7 +122,9 @@ async def build_context(settings: Settings, worker_id: str | None = None) -> Wor
         **kafka,
     )
     producer = AIOKafkaProducer(acks="all", linger_ms=5, **kafka)
-    probe = AIOKafkaConsumer(enable_auto_commit=False, group_id=None, **kafka)
+    probe = AIOKafkaConsumer(
+        enable_auto_commit=False, group_id=None, auto_offset_reset="none", **kafka
+    )
     wid = worker_id or default_worker_id()
     redis = Redis.from_url(
         settings.redis_url, socket_connect_timeout=2.0, socket_timeout=5.0, health_check_interval=5

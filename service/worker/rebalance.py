@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 
 from aiokafka import ConsumerRebalanceListener
+from aiokafka.errors import OffsetOutOfRangeError
 from aiokafka.structs import TopicPartition
 
-from service.store.checkpoints import forget_partition_model, partition_models
+from service.store.checkpoints import Stamp, forget_partition_model, partition_models
 from service.worker.checkpoint import Checkpoint
 from service.worker.context import WorkerContext
 from service.worker.events import raw_event_id
@@ -28,18 +29,34 @@ PROBE_TIMEOUT_MS = 2000
 PROBE_ATTEMPTS = 5
 
 
-async def record_id_at(ctx: WorkerContext, tp: TopicPartition, offset: int) -> str | None:
-    """The event id of the record at ``offset`` (None if it has none)."""
+async def stamp_is_void(ctx: WorkerContext, tp: TopicPartition, stamp: Stamp) -> bool:
+    """True when the log no longer holds the stamp's event at the stamp's offset.
+
+    Reads the record itself (the probe's auto_offset_reset is "none", so an offset past
+    the end raises instead of jumping): the broker's ListOffsets answer is not trusted, as
+    tansu reports the last batch's base offset + 1 there.
+    """
     probe = ctx.probe
     probe.assign([tp])
     for _ in range(PROBE_ATTEMPTS):
-        probe.seek(tp, offset)
-        batch = await probe.getmany(tp, timeout_ms=PROBE_TIMEOUT_MS, max_records=1)
-        for rec in batch.get(tp, []):
-            if rec.offset != offset:
-                return None  # compacted away: no record carries the stamp's id any more
-            return raw_event_id(rec.value)
-    raise TimeoutError(f"could not read {tp.topic}[{tp.partition}]@{offset}")
+        probe.seek(tp, stamp.offset)
+        try:
+            batch = await probe.getmany(tp, timeout_ms=PROBE_TIMEOUT_MS, max_records=1)
+        except OffsetOutOfRangeError:
+            return True  # past the end of the log (offsets below its start are handled)
+        records = batch.get(tp, [])
+        if records:
+            rec = records[0]
+            if rec.offset != stamp.offset:
+                return False  # compacted away: nothing contradicts the stamp
+            return raw_event_id(rec.value) != stamp.event_id
+        highwater = probe.highwater(tp)
+        if highwater is not None and highwater <= stamp.offset:
+            return True
+    logger.error(
+        "could not read %s[%d]@%d; keeping the stamp", tp.topic, tp.partition, stamp.offset
+    )
+    return False
 
 
 async def restore_partition(ctx: WorkerContext, tp: TopicPartition) -> int:
@@ -59,25 +76,15 @@ async def restore_partition(ctx: WorkerContext, tp: TopicPartition) -> int:
                 "forget model",
             )
     begin = (await consumer.beginning_offsets([tp]))[tp]
-    end = (await consumer.end_offsets([tp]))[tp]
     positions: list[int] = []
     for rt in loaded.values():
         s = rt.stamp
         if s is None or s.partition != tp.partition:
             positions.append(begin)
             continue
-        void = s.offset >= end
-        if not void and s.offset >= begin:
-            try:
-                void = await record_id_at(ctx, tp, s.offset) != s.event_id
-            except TimeoutError as exc:
-                logger.error("%s; keeping the stamp of %r", exc, rt.model)
-        if void:
+        if s.offset >= begin and await stamp_is_void(ctx, tp, s):
             logger.warning(
-                "model %r: stamp %s is void (log reset: end offset %d); relearning the log",
-                rt.model,
-                s,
-                end,
+                "model %r: stamp %s is void (the log was reset); relearning the log", rt.model, s
             )
             ctx.stats.voided_stamps += 1
             rt.stamp = None
@@ -92,14 +99,9 @@ async def restore_partition(ctx: WorkerContext, tp: TopicPartition) -> int:
         committed = await consumer.committed(tp)
         target = committed if committed is not None else begin
     consumer.seek(tp, target)
+    ctx.next_offset[tp] = target
     logger.info(
-        "assigned %s[%d]: %d models, seek to %d (log %d..%d)",
-        tp.topic,
-        tp.partition,
-        len(loaded),
-        target,
-        begin,
-        end,
+        "assigned %s[%d]: %d models, seek to %d", tp.topic, tp.partition, len(loaded), target
     )
     return target
 
@@ -120,6 +122,8 @@ class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
                 if rt.stamp is None or rt.stamp.partition in parts:
                     del ctx.models[model]
             self.checkpoint.forget(set(revoked))
+            for tp in revoked:
+                ctx.next_offset.pop(tp, None)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         ctx = self.ctx

@@ -1,0 +1,221 @@
+"""Helpers for the worker tests: worker subprocesses, producing, reading the log back,
+and the reference in-process replay.
+
+Fixtures: ``worker_settings`` (function scope: fresh topics/group/prefix via
+``make_settings`` with a fast commit cadence) and ``redis_client`` (sync ``redis.Redis``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis as redis_lib
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FAST = {
+    "commit_every": 200,
+    "commit_interval_s": 0.3,
+    "consumer_session_timeout_ms": 6000,
+    "max_poll_records": 200,
+}
+
+
+@pytest.fixture
+def worker_settings(make_settings):  # type: ignore[no-untyped-def]
+    return make_settings(**FAST)
+
+
+@pytest.fixture
+def redis_client(redis_url: str):  # type: ignore[no-untyped-def]
+    client = redis_lib.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def settings_env(settings: Any, **extra: str) -> dict[str, str]:
+    """The environment that makes ``python -m service.worker`` use ``settings``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONLINEPREDICT_")}
+    for name, value in settings.model_dump().items():
+        if value is None:
+            continue
+        if hasattr(value, "get_secret_value"):
+            value = value.get_secret_value()
+        env[f"ONLINEPREDICT_{name.upper()}"] = str(value)
+    env.update(extra)
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+@dataclass
+class WorkerProcess:
+    """One ``python -m service.worker`` subprocess, restartable, logging to a file."""
+
+    settings: Any
+    name: str
+    log_dir: Path
+    incarnation: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+    logs: list[Path] = field(default_factory=list)
+
+    def start(self, **env: str) -> None:
+        log = self.log_dir / f"{self.name}-{self.incarnation}.log"
+        self.logs.append(log)
+        with open(log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "service.worker"],
+                cwd=ROOT,
+                env=settings_env(
+                    self.settings,
+                    ONLINEPREDICT_WORKER_ID=f"{self.name}-{self.incarnation}",
+                    **env,
+                ),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.incarnation += 1
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM (graceful) and wait; SIGKILL if it hangs."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+    def log_text(self) -> str:
+        return "\n".join(p.read_text(errors="replace") for p in self.logs if p.exists())
+
+
+def make_event(model: str, event_id: str, x: list[float], y: Any, **extra: Any) -> dict[str, Any]:
+    return {"model": model, "id": event_id, "x": x, "y": y, **extra}
+
+
+async def produce(settings: Any, events: Iterable[dict[str, Any]], *, raw: bool = False) -> int:
+    """Produce events keyed by model (``raw``: items are ``(key, value)`` byte pairs)."""
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(linger_ms=5, **settings.kafka_options())
+    await producer.start()
+    n = 0
+    try:
+        for ev in events:
+            if raw:
+                key, value = ev  # type: ignore[misc]
+            else:
+                key, value = ev["model"].encode(), json.dumps(ev).encode()
+            await producer.send(settings.events_topic, value, key=key)
+            n += 1
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return n
+
+
+async def read_topic(settings: Any, topic: str) -> list[tuple[int, int, bytes | None, bytes]]:
+    """Every record of ``topic`` as (partition, offset, key, value), per partition in order."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition
+
+    consumer = AIOKafkaConsumer(enable_auto_commit=False, **settings.kafka_options())
+    await consumer.start()
+    out = []
+    try:
+        parts = consumer.partitions_for_topic(topic) or set()
+        if not parts:
+            await consumer._client.force_metadata_update()  # noqa: SLF001
+            parts = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        # tansu's ListOffsets(latest) is wrong (last batch base + 1): use fetch highwaters
+        for tp in tps:
+            empty = 0
+            while empty < 3:
+                batch = await consumer.getmany(tp, timeout_ms=300)
+                recs = batch.get(tp, [])
+                out += [(r.partition, r.offset, r.key, r.value) for r in recs]
+                hw = consumer.highwater(tp)
+                if not recs:
+                    empty += 1
+                if hw is not None and await consumer.position(tp) >= hw:
+                    break
+    finally:
+        await consumer.stop()
+    return out
+
+
+@dataclass
+class Replayed:
+    learner: Any
+    applied_ids: list[str] = field(default_factory=list)
+    duplicates: int = 0
+    rejected: int = 0
+
+
+def replay(specs: dict[str, dict[str, Any]], log: list[tuple[int, int, Any, bytes]]) -> dict:
+    """The reference: one uninterrupted in-process pass over the log, per model in log order,
+    each event id learned once (written independently of the worker code)."""
+    import learners
+
+    out: dict[str, Replayed] = {
+        m: Replayed(learners.build(s["kind"], s["dim"], **s.get("params", {})))
+        for m, s in specs.items()
+    }
+    seen: dict[str, set[str]] = {m: set() for m in specs}
+    for _, _, _, value in log:
+        ev = json.loads(value)
+        r = out.get(ev["model"])
+        if r is None:
+            continue
+        if ev["id"] in seen[ev["model"]]:
+            r.duplicates += 1
+            continue
+        try:
+            r.learner.learn(ev["x"], ev["y"], hint=ev.get("hint"))
+        except ValueError:
+            r.rejected += 1
+            continue
+        seen[ev["model"]].add(ev["id"])
+        r.applied_ids.append(ev["id"])
+    return out
+
+
+def wait_for(pred: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
+    """Poll ``pred`` until true; fail with ``what`` after ``timeout`` seconds (a bound on
+    a hang, not a timing assertion)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
