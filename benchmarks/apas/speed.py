@@ -108,6 +108,10 @@ def speed_table(trials: int, cvx_trials: int) -> tuple[str, dict, bool]:
     rng = np.random.default_rng(0)
     rows, times, accept = [], {}, False
     sca_settings = ScaSettings(tol=TOL)
+    x, w_t, w_hat = instance(100, np.random.default_rng(99))
+    for solver in ("SCS", "CLARABEL"):  # warm-up: imports and first-call setup are not timed
+        cvx_solve(x, w_hat, solver)
+    side("log_return", x, w_t, rng).prox(w_hat, LAM, "simplex", 1.0, sca_settings)
     for n in DIMS:
         sca_t, sca_k, pgd_t, pgd_k, scs_t, cla_t, d_scs, d_cla = ([] for _ in range(8))
         cla_fail = 0
