@@ -437,6 +437,49 @@ class Client(_Api):
             return False
         return True
 
+    def processed(self, model: str) -> int:
+        """Events the workers have taken into the model's checkpointed state
+        (applied + duplicate + rejected), from ``GET /v1/models/{id}`` or else ``/metrics``."""
+        info = self.get_model(model)
+        if info.processed is not None:
+            return info.processed
+        counts = _metrics.event_counts(_metrics.model_samples(self.metrics_text(), model))
+        return int(sum(counts.values()))
+
+    def wait_processed(
+        self,
+        model: str,
+        target: int,
+        timeout: float = 120.0,
+        interval: float = 0.25,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Poll until the workers have processed ``target`` events of ``model``.
+
+        Checkpoints are written every ``commit_every`` events or ``commit_interval_s``
+        seconds, so the count lags the stream by at most that. Raises `UnavailableError`
+        after ``timeout`` seconds, with the count reached.
+
+        Examples
+        --------
+        >>> before = api.processed("demo")  # doctest: +SKIP
+        >>> api.send_events("demo", X, y)  # doctest: +SKIP
+        >>> api.wait_processed("demo", before + len(X))  # doctest: +SKIP
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            done = self.processed(model)
+            if on_progress is not None:
+                on_progress(done)
+            if done >= target:
+                return done
+            if time.monotonic() > deadline:
+                raise UnavailableError(
+                    f"workers processed {done} of {target} events of model {model!r} within "
+                    f"{timeout:.0f}s: are workers running (onlinepredict worker)?"
+                )
+            time.sleep(interval)
+
     def wait_ready(self, timeout: float = 30.0, interval: float = 0.2) -> Health:
         """Poll ``/readyz`` until it answers 2xx; raises `UnavailableError` after ``timeout``."""
         deadline = time.monotonic() + timeout

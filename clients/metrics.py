@@ -106,10 +106,23 @@ def summarize(samples: list[Sample]) -> dict[str, float | int | None]:
         if rmse is None and loss is not None and events:
             rmse = math.sqrt(loss / events)
         summary["rmse"] = rmse
-    for extra in ("tracking_error", "excess_cumulative_return", "quantification_kld"):
+    for extra in (
+        "tracking_error",
+        "excess_cumulative_return",
+        "true_prevalence",
+        "quantification_kld",
+    ):
         value = _pick(samples, extra)
         if value is not None:
             summary[extra] = value
+    prevalence = [s.value for s in samples if s.name == "prevalence_estimate"]
+    positive = [
+        s.value
+        for s in samples
+        if s.name == "prevalence_estimate" and s.labels.get("class") in ("1", "+1")
+    ]
+    if positive or prevalence:
+        summary["prevalence_estimate"] = (positive or prevalence)[0]
     return summary
 
 

@@ -30,7 +30,6 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from clients import metrics as _metrics
 from clients._cliutil import (
     DEFAULT_URL,
     ApiKey,
@@ -47,6 +46,7 @@ from clients._cliutil import (
     out,
     parse_param,
 )
+from clients.errors import UnavailableError
 from clients.http import Client
 
 if TYPE_CHECKING:  # the data sets pull in numpy: imported only when a replay runs
@@ -139,30 +139,17 @@ def _send_http(
 
 def processed_events(api: Client, model: str) -> int:
     """Events the workers have taken into the model's checkpointed state."""
-    info = api.get_model(model)
-    if info.processed is not None:
-        return info.processed
-    counts = _metrics.event_counts(_metrics.model_samples(api.metrics_text(), model))
-    return int(sum(counts.values()))
+    return api.processed(model)
 
 
 def wait_applied(
     api: Client, model: str, target: int, timeout: float, on_progress: Any = None
 ) -> int:
     """Poll until the model has processed ``target`` events; UserError after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        done = processed_events(api, model)
-        if on_progress is not None:
-            on_progress(done)
-        if done >= target:
-            return done
-        if time.monotonic() > deadline:
-            raise UserError(
-                f"workers processed {done} of {target} events of model {model!r} within "
-                f"{timeout:.0f}s: are workers running (onlinepredict worker)?"
-            )
-        time.sleep(POLL_S)
+    try:
+        return api.wait_processed(model, target, timeout, POLL_S, on_progress)
+    except UnavailableError as exc:
+        raise UserError(exc.message) from exc
 
 
 def ensure_model(
@@ -254,14 +241,17 @@ def replay(
         if created:
             err.print(f"created model {model!r} ({info.kind}, dim {ds.dim})")
         baseline = processed_events(api, model)
-        t0 = time.monotonic()
         with _progress() as progress:
             task = progress.add_task(f"{ds.name} -> {model}", total=total)
 
             def on_sent(n: int) -> None:
                 progress.advance(task, n)
 
+            # the first chunk loads the data set (river/sklearn/skfolio): not part of the rate
             chunks = chunked(stream, opts.batch)
+            first = next(chunks, None)
+            chunks = itertools.chain([first] if first else [], chunks)
+            t0 = time.monotonic()
             if via == "kafka":
                 sent = asyncio.run(_send_kafka(chunks, model, bootstrap, topic, opts.rate, on_sent))
             else:

@@ -193,6 +193,7 @@ class Checkpoint:
     version: int
     partition: int | None = None
     offset: int | None = None
+    event_id: str | None = None
     applied: int | None = None
     ts: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
