@@ -77,7 +77,9 @@ def shrink_covariance(
     q = sx[J] * x[J]
     rest = v - q
     top = int(np.argmax(q))
-    rest[top] = float(np.sum(np.delete(q, top)))
+    q_top, q[top] = q[top], 0.0
+    rest[top] = float(np.sum(q))  # the others' share, summed directly
+    q[top] = q_top
     out[J] = cov[J] * ((rest + v_other + r) / denom)
     return out
 
@@ -237,8 +239,8 @@ class AROW(BinaryClassifier):
         }
 
     def _sigma_gauges(self, cov: np.ndarray) -> dict[str, float]:
-        diag = np.diagonal(cov, axis1=-2, axis2=-1) if self._mode == "full" else cov
-        return {"sigma_trace": float(np.sum(diag)), "sigma_min_diag": float(np.min(diag))}
+        diag = cov.diagonal(axis1=-2, axis2=-1) if self._mode == "full" else cov
+        return {"sigma_trace": float(diag.sum()), "sigma_min_diag": float(diag.min())}
 
     # ---- multi-class (§7, an extension) -------------------------------------------------
     def _check_y(self, y: Any) -> Any:
