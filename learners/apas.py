@@ -105,8 +105,9 @@ class APASRegressor(Learner):
         sqrt(|G_j|)) or one scalar (turnover, default 1); a scalar is broadcast. Only for
         these three sides.
     groups : list of int, optional
-        Group label of each asset (group_lasso only); default: 10 contiguous, nearly equal
-        groups (min(10, dim)), as in the paper's speed study.
+        Group label of each asset (group_lasso only); a per-group ``rho`` follows the sorted
+        labels. Default: 10 contiguous, nearly equal groups (min(10, dim)), as in the paper's
+        speed study.
     feasible : {"simplex", "l1_ball", "none"}, default="simplex"
         The feasible set W: the probability simplex (budget, long only), the l1 ball of
         ``radius``, or R^N.
