@@ -105,3 +105,34 @@ def test_no_data_prediction_is_zero_and_learner_matches_sampler() -> None:
         ref, omega, _ = gibbs_predict(x, G, b, tau_j, omega, rng, Y=1.0)
         assert model.learn(x, v).prediction == ref
         b += v * x
+
+
+def test_item18_mala_on_the_gaussian_posterior_of_algorithm_a() -> None:
+    from learners.transductive_mala import batch_means_stderr, mala
+
+    X, y = fixture(T=60)
+    Y, eta, t = 1.0, 0.5, 40
+    lam = D / len(X)
+    A = lam * (X.T @ X) + X[: t + 1].T @ X[: t + 1]  # nu_t: G_t includes x_t (§2.2)
+    b = X[:t].T @ y[:t]
+    x = X[t]
+    # column-normalised coordinates phi = D theta (spec §4.4)
+    Dn = np.sqrt(np.sum(X**2, axis=0))
+    Aphi = A / np.outer(Dn, Dn)
+    bphi = b / Dn
+
+    def log_density(phi: np.ndarray) -> tuple[float, np.ndarray]:
+        # log nu = -eta (theta^T A theta - 2 b^T theta), theta = phi / D
+        return float(-eta * (phi @ Aphi @ phi - 2 * bphi @ phi)), -eta * (2 * Aphi @ phi - 2 * bphi)
+
+    L = 2 * eta * float(np.max(np.linalg.eigvalsh(Aphi)))
+    rng = np.random.default_rng(18)
+    phi, acc, _ = mala(log_density, np.zeros(D), rng, step=1 / L, burn_in=2000, n=40_000)
+    f = (phi / Dn) @ x
+    mu_f = float(x @ np.linalg.solve(A, b))
+    s2_f = float(x @ np.linalg.solve(2 * eta * A, x))
+    assert 0.4 <= acc <= 0.8
+    for sign in (1.0, -1.0):
+        values = np.exp(sign * f / Y)
+        exact = np.exp(sign * mu_f / Y + s2_f / (2 * Y * Y))
+        assert abs(values.mean() - exact) <= 4 * batch_means_stderr(values)
