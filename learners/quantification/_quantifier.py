@@ -55,6 +55,34 @@ class _Quantifier(Learner):
         "fit_intercept": Boolean(),
     }
 
+    ns: bool
+    eta0: float
+    radius: float
+    reward: str
+    prior: float | None
+    eps: float | None
+    kappa: str
+    window: int
+    fit_intercept: bool
+    w_: np.ndarray
+    w_sum_: np.ndarray
+    t_: int
+    sum_r_: np.ndarray
+    sum_q_: np.ndarray
+    rho_: np.ndarray
+    z_: np.ndarray
+    dual_alpha_: np.ndarray
+    dual_beta_: np.ndarray
+    dual_gamma_: np.ndarray
+    n_pos_: int
+    n_neg_: int
+    cal_scores_: np.ndarray
+    cal_labels_: np.ndarray
+    cal_count_: int
+    unl_scores_: np.ndarray
+    unl_count_: int
+    unl_pos_: int
+
     # ---- construction helpers ------------------------------------------------------------
     def _init_common_state(self) -> None:
         D = self.dim + (1 if self.fit_intercept else 0)

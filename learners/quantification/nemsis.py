@@ -108,6 +108,11 @@ class NEMSIS(_Quantifier):
         "average": Boolean(),
     }
 
+    measure: str
+    C: float
+    beta: float
+    average: bool
+
     def __init__(
         self,
         dim: int,

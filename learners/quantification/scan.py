@@ -144,6 +144,21 @@ class SCAN(_Quantifier):
         "level_min": Interval(1, 10**9, integer=True),
     }
 
+    measure: str
+    s0: int
+    growth: float
+    level_ratio: float
+    level_min: int
+    w_out_: np.ndarray
+    epoch_: int
+    phase_: int
+    phase_count_: int
+    level_: float
+    lvl_pos_: float
+    lvl_neg_: float
+    lvl_hit_pos_: float
+    lvl_hit_neg_: float
+
     def __init__(
         self,
         dim: int,
