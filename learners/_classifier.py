@@ -41,7 +41,7 @@ def to_pm1(y: Any) -> float:
         return 1.0 if y else -1.0
     if not isinstance(y, numbers_real()):
         raise ValueError(f"binary label must be -1/+1, 0/1 or a boolean, got {y!r}")
-    v = float(y)
+    v = float(y)  # type: ignore[arg-type]  # a real number (checked above)
     if v == 1.0:
         return 1.0
     if v in (-1.0, 0.0):

@@ -157,6 +157,10 @@ class AROW(BinaryClassifier):
         ),
         "update_covariance": Boolean(),
     }
+    r: float
+    diagonal: bool | str
+    classes: list[int | str] | None
+    update_covariance: bool
 
     def __init__(
         self,
@@ -250,7 +254,7 @@ class AROW(BinaryClassifier):
         if isinstance(y, str):
             key = y
         elif isinstance(y, numbers_real()) and not isinstance(y, bool | np.bool_):
-            fy = float(y)
+            fy = float(y)  # type: ignore[arg-type]  # a real number (checked above)
             if math.isfinite(fy) and fy.is_integer():
                 key = int(fy)
         if key is None or key not in self._index:
@@ -260,6 +264,7 @@ class AROW(BinaryClassifier):
     def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
         if self._index is None:
             return super()._predict(x, hint)
+        assert self.classes is not None
         s = self.mu_ @ x
         return Prediction(self.classes[int(np.argmax(s))], self._class_scores(s))
 
@@ -385,6 +390,9 @@ class AROWRegressor(Learner):
         "diagonal": Options(DIAGONAL_OPTIONS),
         "epsilon": Interval(0.0, math.inf, closed="left"),
     }
+    r: float
+    diagonal: bool | str
+    epsilon: float
 
     def __init__(
         self, dim: int, *, r: float = 1.0, diagonal: bool | str = False, epsilon: float = 0.0

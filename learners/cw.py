@@ -88,6 +88,8 @@ class CWClassifier(BinaryClassifier):
         "eta": Interval(0.5, 1.0, closed="neither"),
         "diagonal": Boolean(),
     }
+    eta: float
+    diagonal: bool
 
     def __init__(self, dim: int, *, eta: float = 0.9, diagonal: bool = False):
         self._init_params(dim, {"eta": eta, "diagonal": diagonal})

@@ -76,6 +76,8 @@ class PAClassifier(BinaryClassifier):
         "variant": Options(("pa", "pa1", "pa2")),
         "C": Interval(0.0, math.inf, closed="neither"),
     }
+    variant: str
+    C: float
 
     def __init__(self, dim: int, *, variant: str = "pa2", C: float = 1.0):
         self._init_params(dim, {"variant": variant, "C": C})

@@ -68,6 +68,8 @@ class SecondOrderPerceptron(BinaryClassifier):
         "a": Interval(0.0, math.inf, closed="neither"),
         "diagonal": Boolean(),
     }
+    a: float
+    diagonal: bool
 
     def __init__(self, dim: int, *, a: float = 1.0, diagonal: bool = False):
         self._init_params(dim, {"a": a, "diagonal": diagonal})
