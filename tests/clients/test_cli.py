@@ -7,6 +7,7 @@ import json
 import uuid
 from typing import Any
 
+import numpy as np
 import pytest
 import typer
 from _client_support import cli, free_port
@@ -193,8 +194,11 @@ def test_replay_classifier_reports_mistakes(cli_env: dict[str, str], workers: An
 
 def test_watch_snapshot(cli_env: dict[str, str], workers: Any) -> None:
     model = _id("cli-watch")
-    _json(cli("replay", "synth-drift-jumps", "--model", model, "--limit", "300", "--json",
-              "--wait-timeout", "90", env=cli_env))  # fmt: skip
+    X = np.random.default_rng(3).standard_normal((300, 4))
+    with Client(cli_env["ONLINEPREDICT_API_URL"], api_key="") as api:
+        api.create_model(model, "dvaw-ensemble", 4)
+        api.send_events(model, X, X @ np.array([1.0, -0.5, 0.25, 2.0]))
+        api.wait_processed(model, 300, timeout=90)
     snap = _json(cli("watch", model, "--json", env=cli_env))
     assert snap["model"] == model and snap["summary"]["events"] == 300
     assert "cumulative_loss" in snap["metrics"]

@@ -39,7 +39,10 @@ def test_unstarted_producer_says_so() -> None:
         asyncio.run(producer.send("m", [1.0]))
 
 
-async def _read(bootstrap: str, topic: str, n: int, timeout: float = 20.0) -> list[Any]:
+async def _read(
+    bootstrap: str, topic: str, keys: set[bytes], n: int, timeout: float = 20.0
+) -> list[Any]:
+    """Records keyed by one of ``keys``, read from the start until ``n`` are found."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
@@ -52,14 +55,15 @@ async def _read(bootstrap: str, topic: str, n: int, timeout: float = 20.0) -> li
         deadline = loop.time() + timeout
         while len(records) < n and loop.time() < deadline:
             for batch in (await consumer.getmany(timeout_ms=500)).values():
-                records.extend(batch)
+                records.extend(r for r in batch if r.key in keys)
         return records
     finally:
         await consumer.stop()
 
 
-async def test_round_trip_keyed_by_model(client_settings: Any) -> None:
-    bootstrap, topic = client_settings.kafka_bootstrap, client_settings.events_topic
+async def test_round_trip_keyed_by_model(make_settings: Any) -> None:
+    settings = make_settings()  # topics of its own
+    bootstrap, topic = settings.kafka_bootstrap, settings.events_topic
     models = [f"prod-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
     frame = pd.DataFrame(np.random.default_rng(0).standard_normal((40, 4)))
     sent: dict[str, list[str]] = {}
@@ -69,8 +73,7 @@ async def test_round_trip_keyed_by_model(client_settings: Any) -> None:
         one = await producer.send(models[0], [1.0, 2.0, 3.0, 4.0], None, id="fixed-id")
         await producer.flush()
     assert one == "fixed-id"
-    records = await _read(bootstrap, topic, 121)
-    ours = [r for r in records if r.key and r.key.decode() in models]
+    ours = await _read(bootstrap, topic, {m.encode() for m in models}, 121)
     assert len(ours) == 121
     for m in models:
         mine = [r for r in ours if r.key.decode() == m]
