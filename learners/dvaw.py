@@ -236,6 +236,18 @@ class DiscountedVAW(Learner):
     """
 
     kind: ClassVar[str] = "dvaw"
+    gamma: float
+    lam: float
+    hint: str
+    stabilised: bool
+    refresh: int
+    lambda_floor: float | None
+    P_: np.ndarray
+    v_: np.ndarray
+    Sigma_: np.ndarray
+    theta_: np.ndarray
+    ridge_: np.ndarray
+    logdet_: np.ndarray
     _constraints: ClassVar[dict[str, Constraint]] = {
         "gamma": Interval(0.0, 1.0, closed="right"),
         "lam": positive(),

@@ -154,6 +154,20 @@ class DVAWEnsemble(Learner):
     """
 
     kind: ClassVar[str] = "dvaw-ensemble"
+    lam: float
+    base: float
+    horizon: int
+    hint: str
+    ref: str
+    stabilised: bool
+    refresh: int
+    lambda_floor: float | None
+    P_: np.ndarray
+    v_: np.ndarray
+    Sigma_: np.ndarray
+    theta_: np.ndarray
+    ridge_: np.ndarray
+    logdet_: np.ndarray
     _constraints: ClassVar[dict[str, Constraint]] = {
         "lam": positive(),
         "base": Interval(1.0, 1e6, closed="right"),

@@ -135,6 +135,21 @@ class DVAWStronglyAdaptive(Learner):
     """
 
     kind: ClassVar[str] = "dvaw-sa"
+    lam: float
+    base: float
+    horizon: int
+    hint: str
+    ref: str
+    augment: bool
+    stabilised: bool
+    refresh: int
+    lambda_floor: float | None
+    P_: np.ndarray
+    v_: np.ndarray
+    Sigma_: np.ndarray
+    theta_: np.ndarray
+    ridge_: np.ndarray
+    logdet_: np.ndarray
     _constraints: ClassVar[dict[str, Constraint]] = {
         "lam": positive(),
         "base": Interval(1.0, 1e6, closed="right"),

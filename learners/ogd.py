@@ -54,6 +54,8 @@ class OGD(Learner):
     """
 
     kind: ClassVar[str] = "ogd"
+    lr: float
+    schedule: str
     _constraints: ClassVar[dict[str, Constraint]] = {
         "lr": positive(),
         "schedule": Options(("constant", "sqrt")),

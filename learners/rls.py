@@ -63,6 +63,14 @@ class RLS(Learner):
     """
 
     kind: ClassVar[str] = "rls"
+    forgetting: float
+    delta: float
+    P_: np.ndarray
+    v_: np.ndarray
+    Sigma_: np.ndarray
+    theta_: np.ndarray
+    ridge_: np.ndarray
+    logdet_: np.ndarray
     _constraints: ClassVar[dict[str, Constraint]] = {
         "forgetting": Interval(0.0, 1.0, closed="right"),
         "delta": positive(),

@@ -58,6 +58,13 @@ class VAW(Learner):
     """
 
     kind: ClassVar[str] = "vaw"
+    lam: float
+    P_: np.ndarray
+    v_: np.ndarray
+    Sigma_: np.ndarray
+    theta_: np.ndarray
+    ridge_: np.ndarray
+    logdet_: np.ndarray
     _constraints: ClassVar[dict[str, Constraint]] = {"lam": positive()}
 
     def __init__(self, dim: int, *, lam: float = 1.0):
