@@ -284,7 +284,8 @@ def replay(
     if as_json:
         _print_json(_finite(result))
         return
-    table = Table(title=f"model {model} after replaying {ds.name}", show_header=False)
+    out.print(f"[bold]{model}[/bold] after replaying {ds.name}:")
+    table = Table(show_header=False)
     for key, value in result.items():
         table.add_row(f"[bold]{key}[/bold]", _fmt(value))
     out.print(table)

@@ -9,6 +9,7 @@ import typer
 from rich.console import Group
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from clients import metrics as _metrics
 from clients._cliutil import (
@@ -26,7 +27,21 @@ from clients._cliutil import (
 )
 from clients.http import Client
 
-HEADLINE = ("events", "cumulative_loss", "cumulative_regret", "rmse", "mistakes", "error_rate")
+HEADLINE = (
+    "events",
+    "cumulative_loss",
+    "cumulative_regret",
+    "rmse",
+    "tracking_error",
+    "mistakes",
+    "error_rate",
+    "excess_cumulative_return",
+    "prevalence_estimate",
+    "true_prevalence",
+    "quantification_kld",
+)
+TOP_WEIGHTS = 8  # ensemble experts shown, heaviest first
+BAR = 30  # characters of a full weight bar
 
 
 def snapshot(api: Client, model: str) -> dict[str, Any]:
@@ -40,24 +55,58 @@ def snapshot(api: Client, model: str) -> dict[str, Any]:
         "time": time.time(),
         "summary": _finite(_metrics.summarize(samples)),
         "metrics": _finite(_metrics.scalar_gauges(samples)),
+        "diagnostics": _finite(
+            {s.labels.get("name", "?"): s.value for s in samples if s.name == "learner_diagnostic"}
+        ),
+        "ensemble_weights": _finite(
+            {s.labels.get("expert", "?"): s.value for s in samples if s.name == "ensemble_weight"}
+        ),
     }
 
 
+def _indexed(name: str) -> tuple[str, int] | None:
+    """``gamma_12`` -> ("gamma", 12): per-expert diagnostics, shown with the weights."""
+    prefix, _, index = name.rpartition("_")
+    return (prefix, int(index)) if prefix and index.isdigit() else None
+
+
 def render(snap: dict[str, Any], rate: float | None) -> Group:
-    head = Table(
-        title=f"{snap['model']} ({snap['kind']}), version {_fmt(snap['version'])}",
-        show_header=False,
+    """Headline figures, the learner's diagnostics and the ensemble's heaviest experts."""
+    title = Text.from_markup(
+        f"[bold]{snap['model']}[/bold] ({snap['kind']}), checkpoint version {_fmt(snap['version'])}"
     )
+    head = Table(show_header=False)
     head.add_row("[bold]events/s[/bold]", _fmt(rate))
     for key in HEADLINE:
-        if key in snap["summary"]:
+        if snap["summary"].get(key) is not None:
             head.add_row(f"[bold]{key}[/bold]", _fmt(snap["summary"][key]))
-    detail = Table("metric", "value", title="all metrics of the model (diagnostics included)")
-    for name, value in sorted(snap["metrics"].items()):
-        detail.add_row(name, _fmt(value))
+    parts: list[Any] = [title, head]
+    per_expert: dict[str, dict[int, float]] = {}
+    diag = Table("diagnostic", "value", title="learner diagnostics", title_justify="left")
+    for name, value in sorted(snap["diagnostics"].items()):
+        if (split := _indexed(name)) is not None:
+            per_expert.setdefault(split[0], {})[split[1]] = value
+        else:
+            diag.add_row(name, _fmt(value))
+    if diag.row_count:
+        parts.append(diag)
+    weights = snap["ensemble_weights"]
+    if weights:
+        extra = sorted(k for k in per_expert if k != "weight")
+        chart = Table(
+            "expert", *extra, "weight", "",
+            title=f"ensemble weights (top {min(TOP_WEIGHTS, len(weights))} of {len(weights)})",
+            title_justify="left",
+        )  # fmt: skip
+        for expert, w in sorted(weights.items(), key=lambda kv: -(kv[1] or 0))[:TOP_WEIGHTS]:
+            i = int(expert) if expert.isdigit() else -1
+            cols = [_fmt(per_expert[k].get(i)) for k in extra]
+            bar = "[cyan]" + "\u2588" * round((w or 0) * BAR) + "[/cyan]"
+            chart.add_row(expert, *cols, _fmt(w), bar)
+        parts.append(chart)
     if not snap["metrics"]:
-        detail.add_row("(no samples yet for this model on /metrics)", "")
-    return Group(head, detail)
+        parts.append("(no samples yet for this model on /metrics)")
+    return Group(*parts)
 
 
 @handle_errors
