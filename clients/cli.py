@@ -81,7 +81,9 @@ def models_create(
     if missing:
         raise typer.BadParameter(f"missing {', '.join(missing)} (flags or --file)")
     with _client(api_url, api_key, timeout) as api:
-        info = api.create_model(str(model), str(kind), int(dim), params, assets=spec.get("assets"))
+        info = api.create_model(
+            str(model), str(kind), int(dim or 0), params, assets=spec.get("assets")
+        )
     if as_json:
         _print_json(info)
     else:

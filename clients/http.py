@@ -13,9 +13,9 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -498,6 +498,9 @@ class Client(_Api):
 class AsyncClient(_Api):
     """Asynchronous client: the same methods as `Client`, awaited.
 
+    Every endpoint method returns an awaitable of the type `Client`'s method returns (the
+    endpoints are written once for both clients, so the annotations show the sync types).
+
     Examples
     --------
     >>> import asyncio
@@ -565,7 +568,30 @@ class AsyncClient(_Api):
     async def model_exists(self, model: str) -> bool:
         """True when the model exists, False on 404."""
         try:
-            await self.get_model(model)
+            await cast(Awaitable[ModelInfo], self.get_model(model))
         except NotFoundError:
             return False
         return True
+
+    async def processed(self, model: str) -> int:
+        """Events the workers have taken into the model's state (see `Client.processed`)."""
+        info = await cast(Awaitable[ModelInfo], self.get_model(model))
+        if info.processed is not None:
+            return info.processed
+        text = await cast(Awaitable[str], self.metrics_text())
+        counts = _metrics.event_counts(_metrics.model_samples(text, model))
+        return int(sum(counts.values()))
+
+    async def wait_processed(
+        self, model: str, target: int, timeout: float = 120.0, interval: float = 0.25
+    ) -> int:
+        """Wait until the workers have processed ``target`` events (see `Client.wait_processed`)."""
+        deadline = time.monotonic() + timeout
+        while (done := await self.processed(model)) < target:
+            if time.monotonic() > deadline:
+                raise UnavailableError(
+                    f"workers processed {done} of {target} events of model {model!r} within "
+                    f"{timeout:.0f}s: are workers running (onlinepredict worker)?"
+                )
+            await asyncio.sleep(interval)
+        return done

@@ -25,6 +25,7 @@ from clients.errors import (
     error_for_status,
 )
 from clients.http import RetryPolicy
+from clients.metrics import model_samples, summarize
 
 FAST_RETRY = RetryPolicy(attempts=3, backoff=0.01, max_backoff=0.05)
 
@@ -194,6 +195,7 @@ async def test_async_client(api_url: str) -> None:
             got = await api.send_events(model, np.eye(2), [1.0, -1.0])
             assert got.count == 2
             assert await api.model_exists(model)
+            assert await api.processed(model) == 0  # no worker in this test
             with pytest.raises(ValidationError):
                 await api.predict(model, [1.0])
         finally:
@@ -273,3 +275,24 @@ def test_error_classes_by_status() -> None:
     assert isinstance(err, ValidationError) and err.message == "dim: Input should be greater than 0"
     assert type(error_for_status(401, {"detail": "no key"})) is AuthenticationError
     assert error_for_status(502, "bad gateway").message == "bad gateway"
+
+
+def test_metrics_summary_reads_the_exposition_format() -> None:
+    text = """
+# HELP onlinepredict_events_total Events by outcome.
+# TYPE onlinepredict_events_total counter
+onlinepredict_events_total{model="r",outcome="applied"} 4.0
+onlinepredict_events_total{model="r",outcome="duplicate"} 1.0
+onlinepredict_events_total{model="c",outcome="applied"} 10.0
+onlinepredict_cumulative_loss{model="r"} 16.0
+onlinepredict_cumulative_regret{model="r"} -2.5
+onlinepredict_rmse{model="c",scope="window"} 9.0
+onlinepredict_mistakes_total{model="c"} 3.0
+onlinepredict_learner_diagnostic{kind="apas",model="r",name="epsilon"} 1e-4
+"""
+    r = summarize(model_samples(text, "r"))
+    assert r["events"] == 4 and r["duplicates"] == 1 and r["rejected"] == 0
+    assert r["cumulative_regret"] == -2.5
+    assert r["rmse"] == pytest.approx(2.0)  # no rmse exported: sqrt(16 / 4)
+    c = summarize(model_samples(text, "c"))
+    assert c["mistakes"] == 3 and c["error_rate"] == pytest.approx(0.3) and "rmse" not in c
