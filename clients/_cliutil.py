@@ -58,6 +58,9 @@ def handle_errors(fn: F) -> F:
         except (UserError, ValueError, KeyError, FileNotFoundError, ImportError) as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
             err.print(f"[red]Error:[/red] {message}", markup=True, soft_wrap=True)
+        except KeyboardInterrupt:
+            err.print("interrupted")
+            raise typer.Exit(130) from None
         raise typer.Exit(1)
 
     return wrapper  # type: ignore[return-value]

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from clients._vectors import as_label, as_labels, as_matrix, as_vector
+from clients.errors import ConnectionFailedError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 EVENTS_TOPIC = "onlinepredict.events"
@@ -123,8 +124,15 @@ class EventProducer:
             from aiokafka import AIOKafkaProducer
         except ImportError as exc:  # pragma: no cover - aiokafka is a core dependency
             raise RuntimeError("the Kafka producer needs aiokafka: pip install aiokafka") from exc
-        self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, **self._options)
-        await self._producer.start()
+        from aiokafka.errors import KafkaError
+
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, **self._options)
+        try:
+            await producer.start()
+        except KafkaError as exc:
+            await producer.stop()
+            raise ConnectionFailedError(f"Kafka at {self.bootstrap}: {exc}") from exc
+        self._producer = producer
 
     async def stop(self) -> None:
         if self._producer is not None:

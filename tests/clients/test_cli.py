@@ -221,3 +221,9 @@ def test_checkpoint_commands(cli_env: dict[str, str], api_url: str, workers: Any
     oldest = min(c["version"] for c in listed)
     r = cli("checkpoint", "rollback", model, str(oldest), "--yes", env=cli_env)
     assert r.returncode == 0, r.stderr
+
+
+def test_unreachable_broker_is_exit_1(cli_env: dict[str, str]) -> None:
+    r = cli("replay", "synth-index", "--model", _id("cli-nokafka"), "--limit", "5",
+            "--bootstrap", f"127.0.0.1:{free_port()}", env=cli_env)  # fmt: skip
+    assert r.returncode == 1 and "Kafka at 127.0.0.1" in r.stderr
