@@ -6,7 +6,10 @@ N = 100 assets, T = 200 days, 50 datasets; mu and Sigma are the sample moments o
 first 100 days warm-up, metrics on days 101-200. Student-t variants (3 d.o.f.) are scaled to
 the same mean and covariance. All four distributions share the same underlying draws.
 
-    python benchmarks/apas/synthetic.py [--datasets 50] [--seed 42]
+    python benchmarks/apas/synthetic.py [--datasets 50] [--seed 42] [--slait K]
+
+``--slait K`` adds the SLAIT-ETE/DR baselines (slait.py) on the first K Gaussian datasets;
+they take ~1 min per dataset, so the default run leaves them out.
 
 Writes benchmarks/results/apas/synthetic.md and synthetic.png and prints the table.
 """
@@ -22,12 +25,14 @@ from common import (
     RESULTS,
     apas,
     ecr_curve,
+    excess_cumulative_return,
     load_sp500_2010,
     markdown_table,
     pa,
     pas,
     run_online,
     te_curve,
+    tracking_error,
     write,
 )
 
@@ -83,6 +88,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", type=int, default=50)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument(
+        "--slait", type=int, default=0, help="run SLAIT-ETE/DR on the first K N+N datasets (slow)"
+    )
     args = ap.parse_args()
     mu, sigma = moments()
     start = time.time()
@@ -114,6 +122,7 @@ def main() -> int:
             run = run_online(X, y, WARMUP, **params)
             pas_te[name].append(run.te)
             pas_ecr[name].append(run.ecr)
+    slait_rows, slait_points = run_slait(args.slait, args.seed, mu, sigma, te, ecr, curves)
     elapsed = time.time() - start
 
     mean = {d: {m: float(np.mean(v)) for m, v in te[d].items()} for d in DISTS}
@@ -160,6 +169,15 @@ def main() -> int:
     )
     out += [markdown_table(["", *(f"lam={lam:g}" for lam in PAS_LAMS)], rows), ""]
 
+    if slait_rows:
+        out += [
+            f"## SLAIT baselines (N+N, first {args.slait} datasets only; rolling window 100,"
+            " refit every 3 days, u = 0.5)",
+            "",
+            markdown_table(["method", "TE", "ECR", "mean cardinality"], slait_rows),
+            "",
+        ]
+
     gauss = [mean["N+N"][f"APAS lam={lam:g}"] for lam in TABLE2_LAMS]
     increasing = all(a < b for a, b in zip(gauss, gauss[1:], strict=False))
     within = [
@@ -187,12 +205,46 @@ def main() -> int:
     ]
     text = "\n".join(out) + "\n"
     write("synthetic.md", text)
-    plot(mean, mean_ecr, pas_te, pas_ecr, methods, curves)
+    plot(mean, mean_ecr, pas_te, pas_ecr, methods, curves, slait_points)
     print(text)
     return 0 if all(ok for _, ok in checks) else 1
 
 
-def plot(mean, mean_ecr, pas_te, pas_ecr, methods, curves) -> None:  # type: ignore[no-untyped-def]
+def run_slait(k, seed, mu, sigma, te, ecr, curves):  # type: ignore[no-untyped-def]
+    """SLAIT-ETE (lam 1e-7) and SLAIT-DR (lam 2e-8) on the first k N+N datasets, next to
+    PA and APAS on the same datasets; adds their TE/ECR curves to ``curves``."""
+    from slait import rolling
+
+    if k <= 0:
+        return [], {}
+    rows, points = [], {}
+    for name, lam, measure in (("SLAIT-ETE", 1e-7, "ete"), ("SLAIT-DR", 2e-8, "dr")):
+        tes, ecrs, cards, c_te, c_ecr = [], [], [], [], []
+        for data in datasets(k, seed, mu, sigma):
+            X, y = data["N+N"]
+            y_hat, card = rolling(X, y, WARMUP, 100, 3, lam, 0.5, measure)
+            y_test = y[WARMUP:]
+            tes.append(tracking_error(y_hat - y_test))
+            ecrs.append(excess_cumulative_return(y_hat, y_test))
+            cards.append(card.mean())
+            c_te.append(te_curve(y_hat - y_test))
+            c_ecr.append(ecr_curve(y_hat, y_test))
+        curves[name] = (c_te, c_ecr)
+        points[name] = (float(np.mean(tes)), float(np.mean(ecrs)))
+        rows.append([name, f"{np.mean(tes):.6f}", f"{np.mean(ecrs):.4f}", f"{np.mean(cards):.0f}"])
+    for m in ("PA eps=0.0004", "APAS lam=0.01", "APAS lam=0.05", "APAS lam=0.1"):
+        rows.append(
+            [
+                f"{m} (same datasets)",
+                f"{np.mean(te['N+N'][m][:k]):.6f}",
+                f"{np.mean(ecr['N+N'][m][:k]):.4f}",
+                "-",
+            ]
+        )
+    return rows, points
+
+
+def plot(mean, mean_ecr, pas_te, pas_ecr, methods, curves, slait_points) -> None:  # type: ignore[no-untyped-def]
     import matplotlib
 
     matplotlib.use("Agg")
@@ -208,6 +260,8 @@ def plot(mean, mean_ecr, pas_te, pas_ecr, methods, curves) -> None:  # type: ign
     for m in methods:
         if m.startswith("PA "):
             ax[0].plot(mean["N+N"][m], mean_ecr["N+N"][m], "s", label=m)
+    for name, (x_te, y_ecr) in slait_points.items():
+        ax[0].plot(x_te, y_ecr, "^", label=f"{name} (subset)")
     ax[0].set(xlabel="Tracking error", ylabel="Excess cumulative return", title="(a) Fig. 2a")
     ax[0].legend(fontsize=8)
     for e in PAS_EPS:
