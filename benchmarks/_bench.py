@@ -1,0 +1,97 @@
+"""Shared pieces of the performance benchmarks (learners, predict, service).
+
+Import this module first: it pins BLAS to one thread before numpy loads. On this 2-core
+machine a multithreaded OpenBLAS spins on small (d <= 500) matrices and, under load, makes
+the matrix learners up to 10x slower; a worker runs one learner per event anyway.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import platform  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def machine() -> str:
+    """One line describing where the numbers come from (load matters on a shared box)."""
+    load = os.getloadavg()
+    return (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()},"
+        f" load average {load[0]:.1f} at start, BLAS threads"
+        f" {os.environ.get('OPENBLAS_NUM_THREADS')}"
+    )
+
+
+def timed_rate(
+    step: Callable[[int], object],
+    n_rows: int,
+    budget_s: float,
+    *,
+    warmup: int = 3,
+    cycle: bool = True,
+    clock: Callable[[], float] = time.process_time,
+) -> tuple[int, float]:
+    """Call ``step(i)`` over rows ``i`` (cycling through ``n_rows``, or stopping at the
+    last row when ``cycle`` is false) until ``budget_s`` of ``clock`` time is spent; returns
+    (events timed, seconds). The first ``warmup`` calls are not timed (first-call
+    allocation and imports)."""
+    i = 0
+    for _ in range(warmup):
+        step(i % n_rows)
+        i += 1
+    events = 0
+    start = clock()
+    elapsed = 0.0
+    chunk = 1
+    while elapsed < budget_s:
+        if not cycle:
+            chunk = min(chunk, n_rows - i)
+            if chunk <= 0:
+                break
+        for _ in range(chunk):
+            step(i % n_rows)
+            i += 1
+        events += chunk
+        elapsed = clock() - start
+        chunk = min(chunk * 2, 256)
+    return events, elapsed
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def fmt_rate(rate: float | None) -> str:
+    if rate is None:
+        return "–"
+    if rate >= 100:
+        return f"{rate:,.0f}"
+    return f"{rate:.3g}"
+
+
+def fmt_ratio(a: float | None, b: float | None) -> str:
+    if not a or not b:
+        return "–"
+    r = a / b
+    return f"{r:.2f}x" if r < 10 else f"{r:.0f}x"
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    print(f"wrote {path.relative_to(ROOT)}")

@@ -1,0 +1,362 @@
+"""Predict latency and throughput: ``POST /v1/models/{id}/predict`` (one vector, and a batch of
+100) against a bare FastAPI endpoint returning a constant, same uvicorn settings, same run
+(issue 9).
+
+Both servers are ``uvicorn`` subprocesses (one process each, uvloop + httptools, access log
+off). Load comes from a separate process: ``_bench_load.py`` (a raw-asyncio keep-alive
+client; closed loop for the maximum rate, open loop at a fixed rate for latency), and, when
+the Debian ``wrk`` binary is installed, ``wrk`` as a cross-check of the maximum rate.
+Rounds alternate bare / ours so a change of background load hits both.
+
+Redis: the one at 127.0.0.1:6379 when it answers (keys under a unique prefix, deleted at
+the end), else an embedded ``redis-server`` (``service.embedded``). No broker is needed.
+The model is a ``pa`` regressor at d=20 with a real checkpoint (version 1).
+
+    python benchmarks/predict.py [--seconds 4] [--conns 16]
+
+Prints the tables; writes benchmarks/results/predict.md and predict.png.
+"""
+
+from __future__ import annotations
+
+import _bench  # noqa: I001  (first: pins BLAS threads before numpy loads)
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from _bench import RESULTS, ROOT, markdown_table, write
+
+DIM = 20
+BATCH = 100
+MODEL = "bench-pa"
+TARGET_RATE_FRACTION = 0.70
+TARGET_P99_MS = 5.0
+LOCAL_REDIS = "redis://127.0.0.1:6379/0"
+HERE = Path(__file__).resolve().parent
+
+
+def redis_url() -> tuple[str, object | None]:
+    from service.embedded import redis_answers, start_redis
+
+    if redis_answers("127.0.0.1", 6379):
+        return LOCAL_REDIS, None
+    server = start_redis()
+    return server.url, server
+
+
+def start_server(app: str, port: int, env: dict[str, str], factory: bool) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--log-level", "warning", "--no-access-log"] + (["--factory"] if factory else [])
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+
+
+def wait_http(port: int, path: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}{path}", timeout=1.0).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"server on port {port} did not answer {path}")
+
+
+async def seed_model(redis: str, prefix: str, port: int) -> int:
+    """Create the model through the API, then store a trained checkpoint (version 1)."""
+    import learners
+    from redis.asyncio import Redis
+
+    from learners.codec import encode_state
+    from service.store.checkpoints import CheckpointWrite, Counters, Stamp, write_checkpoints
+    from service.store.keys import Keys
+
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+        r = await client.post("/v1/models", json={"id": MODEL, "kind": "pa", "dim": DIM})
+        r.raise_for_status()
+    learner = learners.build("pa", DIM)
+    X, y = learner._test_stream(DIM, 1000, 0)
+    for x, v in zip(X, y, strict=True):
+        learner.learn(x, v)
+    client = Redis.from_url(redis)
+    try:
+        (res,) = await write_checkpoints(
+            client,
+            Keys(prefix),
+            [
+                CheckpointWrite(
+                    model=MODEL,
+                    topic="bench.events",
+                    stamp=Stamp(0, 999, "e999"),
+                    state=encode_state(learner.state()),
+                    counters=Counters(applied=1000),
+                    expected_version=0,
+                )
+            ],
+        )
+    finally:
+        await client.aclose()
+    return res.version
+
+
+def cleanup(redis: str, prefix: str) -> int:
+    import redis as redis_lib
+
+    client = redis_lib.Redis.from_url(redis)
+    n = 0
+    try:
+        batch = list(client.scan_iter(match=f"{prefix}*", count=5000))
+        for i in range(0, len(batch), 1000):
+            n += client.delete(*batch[i : i + 1000])
+    finally:
+        client.close()
+    return n
+
+
+def load(port: int, path: str, body: Path, seconds: float, conns: int, rate: float = 0.0):
+    cmd = [sys.executable, str(HERE / "_bench_load.py"), "--port", str(port), "--path", path]
+    cmd += ["--body-file", str(body), "--conns", str(conns), "--seconds", str(seconds)]
+    cmd += ["--rate", str(rate)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=seconds + 60)
+    return json.loads(out.stdout)
+
+
+def wrk(port: int, path: str, body: Path, seconds: float, conns: int) -> dict | None:
+    """Max rate and latency percentiles from ``wrk`` (None when it is not installed)."""
+    if shutil.which("wrk") is None:
+        return None
+    script = body.with_suffix(".lua")
+    payload = body.read_text().replace("\\", "\\\\").replace('"', '\\"')
+    script.write_text(
+        f'wrk.method = "POST"\nwrk.body = "{payload}"\n'
+        'wrk.headers["Content-Type"] = "application/json"\n'
+    )
+    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{int(seconds)}s", "--latency", "-s", str(script)]
+    out = subprocess.run(
+        cmd + [f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True, timeout=60
+    ).stdout
+    rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+
+    def lat(q: str) -> float | None:
+        m = re.search(rf"^\s+{q}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+        if not m:
+            return None
+        scale = {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)]
+        return float(m.group(1)) * scale
+
+    return {
+        "rate": float(rate.group(1)) if rate else None,
+        "p50_ms": lat("50"),
+        "p99_ms": lat("99"),
+        "errors": int(non2xx.group(1)) if non2xx else 0,
+    }
+
+
+def fmt_ms(v: float | None) -> str:
+    return "–" if v is None else f"{v:.2f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--seconds", type=float, default=4.0, help="per load run")
+    ap.add_argument("--conns", type=int, default=16, help="connections of the closed loop")
+    ap.add_argument("--rounds", type=int, default=2, help="alternating max-rate rounds")
+    args = ap.parse_args()
+    started = time.perf_counter()
+    info = _bench.machine()
+    print(info, flush=True)
+    redis, embedded = redis_url()
+    prefix = f"opbench:{uuid.uuid4().hex[:10]}:"
+    from service.embedded import free_port
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONLINEPREDICT_")}
+    env.update(
+        ONLINEPREDICT_REDIS_URL=redis,
+        ONLINEPREDICT_KEY_PREFIX=prefix,
+        ONLINEPREDICT_KAFKA_BOOTSTRAP="127.0.0.1:1",  # predict never touches Kafka
+        ONLINEPREDICT_PREDICTION_TTL_S="900",
+        PYTHONPATH=str(ROOT),
+    )
+    ports = {"ours": free_port(), "bare": free_port()}
+    procs = {
+        "ours": start_server("service.api.app:create_app", ports["ours"], env, True),
+        "bare": start_server("benchmarks._bench_bare:app", ports["bare"], env, False),
+    }
+    tmp = Path(tempfile.mkdtemp(prefix="opbench-"))
+    results: dict[tuple[str, str], dict] = {}
+    try:
+        wait_http(ports["ours"], "/healthz")
+        wait_http(ports["bare"], "/openapi.json")
+        version = asyncio.run(seed_model(redis, prefix, ports["ours"]))
+        rng = np.random.default_rng(0)
+        bodies = {
+            "single": {"x": rng.normal(size=DIM).round(6).tolist()},
+            f"batch of {BATCH}": {"instances": rng.normal(size=(BATCH, DIM)).round(6).tolist()},
+        }
+        path = f"/v1/models/{MODEL}/predict"
+        # sanity: ours answers 200 with the checkpoint's version
+        for name, body in bodies.items():
+            r = httpx.post(f"http://127.0.0.1:{ports['ours']}{path}", json=body, timeout=5)
+            assert r.status_code == 200 and r.json()["model_version"] == version, r.text
+            (tmp / f"{name}.json").write_text(json.dumps(body))
+        for name in bodies:
+            body = tmp / f"{name}.json"
+            for target in ("bare", "ours"):  # warm-up: first requests import and allocate
+                load(ports[target], path, body, 1.0, args.conns)
+            best: dict[str, dict] = {}
+            for _ in range(args.rounds):
+                for target in ("bare", "ours"):
+                    res = load(ports[target], path, body, args.seconds, args.conns)
+                    print(f"{name:13s} {target:4s} max {res['rate']:8.0f} req/s", flush=True)
+                    if target not in best or res["rate"] > best[target]["rate"]:
+                        best[target] = res
+            for target in ("bare", "ours"):
+                half = best[target]["rate"] / 2
+                conns = max(8, min(64, int(half / 50)))
+                fixed = load(ports[target], path, body, args.seconds, conns, rate=half)
+                w = wrk(ports[target], path, body, args.seconds, args.conns)
+                results[(name, target)] = {"max": best[target], "half": fixed, "wrk": w}
+                print(
+                    f"{name:13s} {target:4s} at {half:6.0f} req/s: p50 {fmt_ms(fixed['p50_ms'])}"
+                    f" ms, p99 {fmt_ms(fixed['p99_ms'])} ms"
+                    + (f"; wrk max {w['rate']:.0f} req/s" if w and w["rate"] else ""),
+                    flush=True,
+                )
+    finally:
+        for p in procs.values():
+            p.terminate()
+        for p in procs.values():
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        removed = cleanup(redis, prefix)
+        if embedded is not None:
+            embedded.stop()  # type: ignore[attr-defined]
+        shutil.rmtree(tmp, ignore_errors=True)
+    elapsed = time.perf_counter() - started
+    report(results, info, elapsed, args, removed)
+
+
+def report(results: dict, info: str, elapsed: float, args, removed: int) -> None:  # type: ignore[no-untyped-def]
+    rows, verdicts = [], []
+    names = sorted({n for n, _ in results}, key=lambda n: n != "single")
+    for name in names:
+        bare, ours = results[(name, "bare")], results[(name, "ours")]
+        for target, r in (("bare FastAPI constant", bare), ("onlinepredict predict", ours)):
+            w = r["wrk"] or {}
+            errors = r["max"]["errors"] + r["half"]["errors"]
+            rows.append(
+                [
+                    name,
+                    target,
+                    f"{r['max']['rate']:,.0f}",
+                    f"{w['rate']:,.0f}" if w.get("rate") else "–",
+                    fmt_ms(r["max"]["p50_ms"]),
+                    fmt_ms(r["max"]["p99_ms"]),
+                    f"{r['half']['rate']:,.0f}",
+                    fmt_ms(r["half"]["p50_ms"]),
+                    fmt_ms(r["half"]["p99_ms"]),
+                    errors,
+                ]
+            )
+        frac = ours["max"]["rate"] / bare["max"]["rate"]
+        p99 = ours["half"]["p99_ms"]
+        wfrac = None
+        if ours["wrk"] and bare["wrk"] and ours["wrk"]["rate"] and bare["wrk"]["rate"]:
+            wfrac = ours["wrk"]["rate"] / bare["wrk"]["rate"]
+        verdicts.append(
+            [
+                name,
+                f"{100 * frac:.0f}%" + (f" (wrk: {100 * wfrac:.0f}%)" if wfrac else ""),
+                "MET" if frac >= TARGET_RATE_FRACTION else "NOT MET",
+                fmt_ms(p99),
+                "MET" if p99 is not None and p99 < TARGET_P99_MS else "NOT MET",
+            ]
+        )
+    header = [
+        "request",
+        "server",
+        "max req/s",
+        "wrk max req/s",
+        "p50 ms at max",
+        "p99 ms at max",
+        "half-max rate req/s",
+        "p50 ms at half",
+        "p99 ms at half",
+        "non-2xx",
+    ]
+    table = markdown_table(header, rows)
+    vheader = ["request", "ours / bare max rate", ">= 70%", "ours p99 at half max (ms)", "< 5 ms"]
+    vtable = markdown_table(vheader, verdicts)
+    print()
+    print(vtable)
+    print()
+    print(table)
+    text = "\n\n".join(
+        [
+            "# Predict latency and throughput (benchmarks/predict.py)",
+            f"Machine: {info}. Whole run {elapsed:.0f} s. Model: pa, d={DIM}, served from a"
+            f" real checkpoint; {args.conns} keep-alive connections in the closed loop, best"
+            f" of {args.rounds} alternating {args.seconds:.0f} s rounds; latency at half the"
+            " max rate is open loop, measured from the scheduled send time. Each server is"
+            " one uvicorn process (uvloop, httptools, no access log); the load generator is a"
+            " separate process on the same 2 cores, and ours also shares them with Redis."
+            f" {removed} benchmark keys deleted from Redis afterwards.",
+            "## Targets (issue 9)",
+            vtable,
+            "## Measurements",
+            table,
+            "![predict](predict.png)",
+        ]
+    )
+    write(RESULTS / "predict.md", text + "\n")
+    plot(results, RESULTS / "predict.png")
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted({n for n, _ in results}, key=lambda n: n != "single")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    xs = np.arange(len(names))
+    for j, (target, label) in enumerate((("bare", "bare FastAPI"), ("ours", "onlinepredict"))):
+        a1.bar(xs + 0.38 * j, [results[(n, target)]["max"]["rate"] for n in names], 0.38,
+               label=label)
+        p50 = [results[(n, target)]["half"]["p50_ms"] or 0 for n in names]
+        p99 = [results[(n, target)]["half"]["p99_ms"] or 0 for n in names]
+        a2.bar(xs + 0.38 * j, p99, 0.38, label=f"{label} p99", alpha=0.6)
+        a2.bar(xs + 0.38 * j, p50, 0.38, label=f"{label} p50")
+    a1.set_xticks(xs + 0.19, names)
+    a1.set_ylabel("max requests/s")
+    a1.legend()
+    a2.axhline(TARGET_P99_MS, color="red", ls="--", label="p99 target")
+    a2.set_xticks(xs + 0.19, names)
+    a2.set_ylabel("ms at half the max rate")
+    a2.legend(fontsize=8)
+    fig.suptitle("POST /v1/models/{id}/predict vs a bare FastAPI endpoint (same run)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
