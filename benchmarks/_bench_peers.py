@@ -94,8 +94,8 @@ class RiverEWA(Peer):
     no fixed share, no gamma = 0 expert), so only the timing is compared."""
 
     def __init__(self, X, y, *, lam: float, gammas: np.ndarray) -> None:
-        from river.linear_model import BayesianLinearRegression
         from river.ensemble import EWARegressor
+        from river.linear_model import BayesianLinearRegression
 
         super().__init__(X, y)
         self.rows = _dict_rows(X)

@@ -15,8 +15,6 @@ Prints the tables; writes benchmarks/results/learners.md and learners.png.
 
 from __future__ import annotations
 
-import _bench  # noqa: I001  (first: pins BLAS threads before numpy loads)
-
 import argparse
 import math
 import time
@@ -24,11 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
+import _bench  # before numpy: pins BLAS threads
 import _bench_peers as peers
-import learners
+import numpy as np
 from _bench import RESULTS, fmt_rate, fmt_ratio, markdown_table, timed_rate, write
+
+import learners
 
 DIMS = (10, 100, 500)
 #: rows generated per (kind, d); the timed loop cycles through them

@@ -19,8 +19,6 @@ Prints the tables; writes benchmarks/results/predict.md and predict.png.
 
 from __future__ import annotations
 
-import _bench  # noqa: I001  (first: pins BLAS threads before numpy loads)
-
 import argparse
 import asyncio
 import json
@@ -34,9 +32,9 @@ import time
 import uuid
 from pathlib import Path
 
+import _bench  # before numpy: pins BLAS threads
 import httpx
 import numpy as np
-
 from _bench import RESULTS, ROOT, markdown_table, write
 
 DIM = 20
@@ -77,9 +75,9 @@ def wait_http(port: int, path: str, timeout: float = 30.0) -> None:
 
 async def seed_model(redis: str, prefix: str, port: int) -> int:
     """Create the model through the API, then store a trained checkpoint (version 1)."""
-    import learners
     from redis.asyncio import Redis
 
+    import learners
     from learners.codec import encode_state
     from service.store.checkpoints import CheckpointWrite, Counters, Stamp, write_checkpoints
     from service.store.keys import Keys
@@ -338,8 +336,9 @@ def plot(results: dict, path: Path) -> None:
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
     xs = np.arange(len(names))
     for j, (target, label) in enumerate((("bare", "bare FastAPI"), ("ours", "onlinepredict"))):
-        a1.bar(xs + 0.38 * j, [results[(n, target)]["max"]["rate"] for n in names], 0.38,
-               label=label)
+        a1.bar(
+            xs + 0.38 * j, [results[(n, target)]["max"]["rate"] for n in names], 0.38, label=label
+        )
         p50 = [results[(n, target)]["half"]["p50_ms"] or 0 for n in names]
         p99 = [results[(n, target)]["half"]["p99_ms"] or 0 for n in names]
         a2.bar(xs + 0.38 * j, p99, 0.38, label=f"{label} p99", alpha=0.6)
