@@ -21,18 +21,15 @@ import numpy as np
 
 from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options
 from learners.base import Learner, Prediction, StepReport
+from learners.transductive_block import BlockMixin
 from learners.transductive_core import whitening
 from learners.transductive_sparse import column_scales, gibbs_predict
 
 _POS = Interval(0.0, math.inf, closed="neither")
+_FALLBACK_HINT = "; configure fallback='vaw' to answer anyway"
 
 
-def _row_key(x: np.ndarray) -> bytes:
-    """Canonical float64 bytes of a vector (-0.0 == 0.0), the registry key of spec §14."""
-    return (np.ascontiguousarray(x, dtype=np.float64) + 0.0).tobytes()
-
-
-class TransductiveRegressor(Learner):
+class TransductiveRegressor(BlockMixin, Learner):
     """Transductive VAW: exponential weights with a prior built from a registered block.
 
     Register the block of upcoming design vectors with ``register(vectors)`` (T x d),
@@ -115,9 +112,17 @@ class TransductiveRegressor(Learner):
     """
 
     kind: ClassVar[str] = "transductive"
+    lam: float | None
+    Y: float
+    clip: bool
+    mode: str
+    fallback: str | None
+    fallback_lam: float
+    tau: float | None
+    sweeps: int
+    burn_in: int
+    seed: int
     max_dim: ClassVar[int] = 2000
-    #: the largest block ``register`` accepts (the block is part of the state).
-    max_block: ClassVar[int] = 100_000
     #: refactor M from the Gram matrix every this many rounds (spec §3.4 hygiene).
     refresh_every: ClassVar[int] = 10_000
     _constraints: ClassVar[dict[str, Constraint]] = {
@@ -196,8 +201,6 @@ class TransductiveRegressor(Learner):
         Returns a summary dict; raises ``ValueError`` (state untouched) on a bad block.
         """
         X = self._check_block(vectors)
-        # sort the rows: the state depends on the multiset only (spec §13.11, test 5)
-        X = X[np.lexsort(X.T[::-1])] + 0.0
         T = X.shape[0]
         previous = int(self.remaining_.sum())
         lam = float(self.lam) if self.lam is not None else self.dim / T
@@ -232,47 +235,9 @@ class TransductiveRegressor(Learner):
             "mode": self.mode,
             "distinct": len(self._index),
             "previous_remaining": previous,
-            "regret_bound": self.regret_bound(),
+            # JSON has no NaN: the sparse mode has no computable bound (needs kappa)
+            "regret_bound": None if self.mode == "sparse" else self.regret_bound(),
         }
-
-    def _check_block(self, vectors: Any) -> np.ndarray:
-        try:
-            X = np.asarray(vectors, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(
-                f"transductive: vectors must be a T x {self.dim} array: {exc}"
-            ) from None
-        if X.ndim != 2 or X.shape[1] != self.dim:
-            raise ValueError(
-                f"transductive: vectors must have shape (T, {self.dim}), got {tuple(X.shape)}"
-            )
-        if not 1 <= X.shape[0] <= self.max_block:
-            raise ValueError(
-                f"transductive: a block needs 1 to {self.max_block} vectors, got {X.shape[0]}"
-            )
-        if not np.all(np.isfinite(X)):
-            raise ValueError("transductive: vectors must be finite (no NaN or inf)")
-        return X
-
-    def _build_index(self) -> None:
-        index: dict[bytes, list[int]] = {}
-        for i, row in enumerate(self.block_):
-            index.setdefault(_row_key(row), []).append(i)
-        self._index = index
-
-    def _after_restore(self) -> None:
-        self._build_index()
-
-    def _find(self, x: np.ndarray) -> int:
-        """Index of an unused block row equal to ``x``, or -1."""
-        for i in self._index.get(_row_key(x), ()):
-            if self.remaining_[i]:
-                return i
-        return -1
-
-    @property
-    def block_remaining(self) -> int:
-        return int(self.remaining_.sum())
 
     def regret_bound(self) -> float:
         """Theorem 1 (or Cor. 41 for clipped ridge) bound for the whole block, |y| <= Y."""
@@ -335,13 +300,6 @@ class TransductiveRegressor(Learner):
         s = float(x @ Px)
         return float(Px @ self.fb_q_) / (1.0 + s), Px, s
 
-    def _unregistered_error(self) -> ValueError:
-        if self.block_.shape[0] == 0:
-            why = "no block is registered; call register(vectors) first"
-        else:
-            why = "x is not in the registered block (or its multiplicity is used up)"
-        return ValueError(f"transductive: {why}; configure fallback='vaw' to answer anyway")
-
     def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
         i = self._find(x)
         if i >= 0:
@@ -349,13 +307,13 @@ class TransductiveRegressor(Learner):
                 return Prediction(self._clip(self._sparse_predict(x)[0]))
             return Prediction(self._clip(self._block_predict(self.W_ @ x)[0]))
         if self.fallback is None:
-            raise self._unregistered_error()
+            raise self._unregistered_error(_FALLBACK_HINT)
         return Prediction(self._clip(self._fallback_predict(x)[0]))
 
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
         i = self._find(x)
         if i < 0 and self.fallback is None:
-            raise self._unregistered_error()
+            raise self._unregistered_error(_FALLBACK_HINT)
         clipped = abs(y) > self.Y
         y_upd = min(self.Y, max(-self.Y, y)) if self.clip or self.mode == "sparse" else y
         diag: dict[str, float] = {"transductive": float(i >= 0), "label_clipped": float(clipped)}
