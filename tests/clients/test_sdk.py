@@ -296,3 +296,16 @@ onlinepredict_learner_diagnostic{kind="apas",model="r",name="epsilon"} 1e-4
     assert r["rmse"] == pytest.approx(2.0)  # no rmse exported: sqrt(16 / 4)
     c = summarize(model_samples(text, "c"))
     assert c["mistakes"] == 3 and c["error_rate"] == pytest.approx(0.3) and "rmse" not in c
+
+
+def test_register_a_block_of_a_transductive_learner(api: Client) -> None:
+    learners = pytest.importorskip("learners")
+    if "transductive" not in learners.REGISTRY:
+        pytest.skip("transductive learner not registered")
+    model = _id("sdk-trans")
+    api.create_model(model, "transductive", 2)
+    try:
+        got = api.register_block(model, np.random.default_rng(2).standard_normal((5, 2)), id="b1")
+        assert got["event_id"] == "b1" and got["T"] == 5
+    finally:
+        api.delete_model(model)
