@@ -110,7 +110,7 @@ def unhealthy(s: Stack, b: Begin) -> np.ndarray:
     return np.asarray(bad_c | bad_p)
 
 
-def refresh(s: Stack, idx: np.ndarray, floor: float) -> tuple[Stack, int]:
+def refresh_inverse(s: Stack, idx: np.ndarray, floor: float) -> tuple[Stack, int]:
     """Recompute P = Sigma^{-1}, v = Sigma^{-1} theta for experts ``idx`` (spec §3.7 item 2).
 
     With ``floor`` > 0, a ridge level below it is lifted to it first (§3.7 item 3).
@@ -149,7 +149,7 @@ def refresh(s: Stack, idx: np.ndarray, floor: float) -> tuple[Stack, int]:
 def stabilise(s: Stack, b: Begin, due: np.ndarray, floor: float) -> tuple[Stack, int, int]:
     """Refresh experts that are ``due`` or fail the guard -> (stack, refreshed, lifted)."""
     idx = np.flatnonzero(due | unhealthy(s, b))
-    s, lifted = refresh(s, idx, floor)
+    s, lifted = refresh_inverse(s, idx, floor)
     return s, int(idx.size), lifted
 
 
