@@ -126,6 +126,13 @@ class AROW(BinaryClassifier):
     t_, n_mistakes_, n_updates_ : int
         Rounds learned, rounds with y m <= 0, rounds that updated (y m < 1).
 
+    Notes
+    -----
+    Step diagnostics add ``variance`` (v = x' Sigma x), ``alpha``, ``beta``,
+    ``sigma_trace`` and ``sigma_min_diag`` to the binary ones. With ``classes``, ``margin``
+    is s_y - s_c against the top wrong class, ``Prediction.scores`` maps ``str(class)`` to
+    its score, and ``decision_function`` returns shape (n, n_classes).
+
     Examples
     --------
     >>> import numpy as np
