@@ -1,0 +1,167 @@
+"""``onlinepredict up``: starts what is missing, supervises, stops cleanly; and the
+configuration reference ``deploy/.env.example`` is complete."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import redis as redis_lib
+
+from service.config import Settings
+from service.embedded import broker_answers, free_port, redis_answers
+from tests.service.conftest import ROOT, make_event, produce, run
+
+ENV_EXAMPLE = ROOT / "deploy" / ".env.example"
+WAIT_S = 90.0  # bounds a hang only
+
+
+def _env_file() -> dict[str, str]:
+    out = {}
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            out[key] = value
+    return out
+
+
+def test_env_example_lists_every_setting_with_its_default() -> None:
+    env = _env_file()
+    for name, field in Settings.model_fields.items():
+        key = f"ONLINEPREDICT_{name.upper()}"
+        assert key in env, f"{key} missing from deploy/.env.example"
+        default = field.default
+        if default is None:
+            assert env[key] == "", key
+        elif isinstance(default, bool):
+            assert env[key].lower() == str(default).lower(), key
+        else:
+            assert env[key] == str(default), key
+
+
+def _wait(pred, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + WAIT_S
+    while not pred():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def _port_open(port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.3):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.service
+@pytest.mark.slow
+def test_up_starts_missing_stack_restarts_a_dead_worker_and_stops_cleanly(tmp_path: Path):
+    kport, rport, aport = free_port(), free_port(), free_port()
+    prefix = f"optest-up-{uuid.uuid4().hex[:6]}:"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONLINEPREDICT_")}
+    env.update(
+        ONLINEPREDICT_KAFKA_BOOTSTRAP=f"127.0.0.1:{kport}",
+        ONLINEPREDICT_REDIS_URL=f"redis://127.0.0.1:{rport}/0",
+        ONLINEPREDICT_API_PORT=str(aport),
+        ONLINEPREDICT_KEY_PREFIX=prefix,
+        ONLINEPREDICT_COMMIT_INTERVAL_S="0.3",
+        ONLINEPREDICT_CONSUMER_SESSION_TIMEOUT_MS="6000",
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        PYTHONPATH=str(ROOT),
+    )
+    logs = tmp_path / "logs"
+    up = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "up", "--workers", "1", "--log-dir", str(logs)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    settings = Settings(
+        kafka_bootstrap=f"127.0.0.1:{kport}",
+        redis_url=f"redis://127.0.0.1:{rport}/0",
+        key_prefix=prefix,
+    )
+    try:
+        _wait(lambda: _port_open(aport), "the API to listen")
+        assert broker_answers("127.0.0.1", kport) and redis_answers("127.0.0.1", rport)
+        r = redis_lib.Redis.from_url(settings.redis_url)
+        spec = {"id": "up-m", "kind": "pa", "dim": 2, "params": {}}
+        r.set(f"{prefix}model:{{up-m}}:spec", json.dumps(spec))
+        r.sadd(f"{prefix}models", "up-m")
+        state = f"{prefix}model:{{up-m}}:state"
+        stats = f"{prefix}worker:up-0"
+
+        def applied() -> int:
+            return int(r.hget(state, "applied") or 0)
+
+        run(produce(settings, [make_event("up-m", f"a{i}", [1.0, i], 0.5) for i in range(50)]))
+        _wait(lambda: applied() == 50, "the worker to apply the first events")
+        pid = int(r.hget(stats, "pid"))
+        os.kill(pid, signal.SIGKILL)  # the supervisor must restart it
+        _wait(lambda: not _alive(pid), "the worker to die")
+        run(produce(settings, [make_event("up-m", f"b{i}", [2.0, i], 0.1) for i in range(50)]))
+        _wait(lambda: applied() == 100, "a restarted worker to apply the rest")
+        assert int(r.hget(stats, "pid")) != pid
+        r.close()
+    finally:
+        up.send_signal(signal.SIGTERM)
+        out, _ = up.communicate(timeout=60)
+    text = out.decode(errors="replace")
+    assert up.returncode == 0, text[-3000:]
+    assert "restarting" in text and "onlinepredict stopped." in text
+    # everything it started is gone
+    assert not broker_answers("127.0.0.1", kport)
+    assert not redis_answers("127.0.0.1", rport)
+    assert not _port_open(aport)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.service
+@pytest.mark.slow
+def test_up_uses_what_already_answers(kafka_bootstrap, redis_url, key_prefix) -> None:
+    aport = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONLINEPREDICT_")}
+    env.update(
+        ONLINEPREDICT_KAFKA_BOOTSTRAP=kafka_bootstrap,
+        ONLINEPREDICT_REDIS_URL=redis_url,
+        ONLINEPREDICT_API_PORT=str(aport),
+        ONLINEPREDICT_KEY_PREFIX=f"{key_prefix}up:",
+        ONLINEPREDICT_EVENTS_TOPIC=f"optest.up.{uuid.uuid4().hex[:6]}",
+        PYTHONPATH=str(ROOT),
+    )
+    up = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "up", "--workers", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait(lambda: _port_open(aport), "the API to listen")
+    finally:
+        up.send_signal(signal.SIGINT)
+        out, _ = up.communicate(timeout=60)
+    text = out.decode(errors="replace")
+    assert up.returncode == 0, text[-3000:]
+    assert "using the Kafka broker" in text and "using the Redis" in text
+    host, port = kafka_bootstrap.rsplit(":", 1)
+    assert broker_answers(host, int(port))  # not ours to stop
