@@ -84,6 +84,15 @@ class TransductiveRegressor(BlockMixin, Learner):
         Whitened Gram matrix and sum y z of the labelled prefix of the block.
     lam_ : float
         Lambda in force for the current block.
+    label_clipped_, unregistered_ : int
+        Labels with |y| > Y, and events answered by the fallback (spec §14 counters).
+
+    ``register`` returns ``{"block", "T", "d_eff", "lam", "mode", "distinct",
+    "previous_remaining", "regret_bound"}``; ``block_report()`` gives the block's cumulative
+    loss, hindsight loss (min over theta on the labelled prefix), regret and bound. In-block
+    steps report the diagnostics ``transductive`` (1.0; 0.0 for fallback answers),
+    ``label_clipped``, ``leverage``, ``block_remaining``, ``block_loss``, ``regret_bound``
+    (``mc_stderr`` instead of the last two in ``"sparse"`` mode).
 
     Examples
     --------
@@ -333,6 +342,7 @@ class TransductiveRegressor(BlockMixin, Learner):
             self.block_sum_y2_ += y_upd * y_upd
             diag["mc_stderr"] = self.mc_stderr_
             diag["block_remaining"] = float(self.block_remaining)
+            diag["block_loss"] = self.block_loss_
         elif i >= 0:
             z = self.W_ @ x
             raw, Mz, s = self._block_predict(z)
@@ -351,6 +361,8 @@ class TransductiveRegressor(BlockMixin, Learner):
             self.block_sum_y2_ += y_upd * y_upd
             diag["leverage"] = s / (1.0 + s)  # h_t = z^T A_t^-1 z (spec §3.2)
             diag["block_remaining"] = float(self.block_remaining)
+            diag["block_loss"] = self.block_loss_
+            diag["regret_bound"] = self.regret_bound()
         else:
             pred = self._clip(fb_pred)
             loss = (pred - y) ** 2

@@ -26,6 +26,8 @@ class BlockMixin:
     dim: int
     #: the largest block ``register`` accepts (the block is part of the state).
     max_block: ClassVar[int] = 100_000
+    #: ... and at most this many numbers (T * dim): the block is checkpointed with the state.
+    max_block_cells: ClassVar[int] = 10_000_000
     block_: np.ndarray
     remaining_: np.ndarray
     _index: dict[bytes, list[int]]
@@ -44,6 +46,11 @@ class BlockMixin:
         if not 1 <= X.shape[0] <= self.max_block:
             raise ValueError(
                 f"{self.kind}: a block needs 1 to {self.max_block} vectors, got {X.shape[0]}"
+            )
+        if X.size > self.max_block_cells:
+            raise ValueError(
+                f"{self.kind}: a block may hold at most {self.max_block_cells} numbers"
+                f" (T * dim), got {X.shape[0]} x {X.shape[1]}"
             )
         if not np.all(np.isfinite(X)):
             raise ValueError(f"{self.kind}: vectors must be finite (no NaN or inf)")

@@ -333,3 +333,11 @@ def test_labels_above_Y_are_counted_and_clipped_for_the_update() -> None:
     model2.register(X)
     got = [model2.learn(x, v).prediction for x, v in zip(X, y, strict=True)]
     assert np.allclose(got, ref, rtol=1e-9, atol=1e-12)
+
+
+def test_block_size_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(TransductiveRegressor, "max_block_cells", 10)
+    model = TransductiveRegressor(D)
+    with pytest.raises(ValueError, match="at most 10 numbers"):
+        model.register(np.ones((3, D)))
+    assert model.register(np.ones((2, D)))["T"] == 2
