@@ -87,6 +87,10 @@ class Learner:
             REGISTRY[cls.kind] = cls
 
     # ---- construction --------------------------------------------------------------------
+    def __init__(self, dim: int, **params: Any) -> None:
+        # Subclasses define keyword-only hyperparameters and call ``_init_params``.
+        self._init_params(dim, params)
+
     def _init_params(self, dim: int, params: dict[str, Any]) -> None:
         """Validate ``dim`` and the hyperparameters, then store them under their own names.
 
@@ -131,7 +135,7 @@ class Learner:
 
     def _check_y(self, y: Any) -> Any:
         """Validate a label; regressors take a finite float. Classifiers override."""
-        if isinstance(y, bool) or not isinstance(y, numbers_real()):
+        if isinstance(y, bool) or not isinstance(y, int | float | np.integer | np.floating):
             raise ValueError(f"y must be a real number, got {y!r}")
         yf = float(y)
         if not math.isfinite(yf):
@@ -142,7 +146,7 @@ class Learner:
     def _check_hint(hint: Any) -> float | None:
         if hint is None:
             return None
-        if isinstance(hint, bool) or not isinstance(hint, numbers_real()):
+        if isinstance(hint, bool) or not isinstance(hint, int | float | np.integer | np.floating):
             raise ValueError(f"hint must be a real number or null, got {hint!r}")
         h = float(hint)
         if not math.isfinite(h):
@@ -206,7 +210,7 @@ class Learner:
         if target is None or target.kind != kind:
             raise ValueError(f"state is for kind {kind!r}, not {cls.kind or 'a known kind'!r}")
         params = json.loads(str(state["params"]))
-        learner = target(int(state["dim"]), **params)  # type: ignore[arg-type]
+        learner = target(int(state["dim"]), **params)
         for name, value in state.items():
             if name in _RESERVED:
                 continue

@@ -8,6 +8,7 @@ and raises ``AssertionError`` on a violation. ``tests/learners/test_contract.py`
 from __future__ import annotations
 
 import math
+from functools import partial
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -116,10 +117,10 @@ def check_bad_input_rejected_without_change(cls: type[Learner], params: dict[str
     bad_y: list[Any] = cls._test_bad_labels()
     attempts: list[tuple[str, Callable[[], Any]]] = []
     for bx in bad_x:
-        attempts.append((f"learn(x={bx!r})", lambda bx=bx: learner.learn(bx, y_ok)))
-        attempts.append((f"predict(x={bx!r})", lambda bx=bx: learner.predict(bx)))
+        attempts.append((f"learn(x={bx!r})", partial(learner.learn, bx, y_ok)))
+        attempts.append((f"predict(x={bx!r})", partial(learner.predict, bx)))
     for by in bad_y:
-        attempts.append((f"learn(y={by!r})", lambda by=by: learner.learn(x_ok, by)))
+        attempts.append((f"learn(y={by!r})", partial(learner.learn, x_ok, by)))
     for what, call in attempts:
         try:
             call()
