@@ -10,8 +10,8 @@ than this one, and on a 2-core machine the generator must not be what saturates.
   from the *scheduled* send time, so a stalled server is not hidden (no coordinated
   omission).
 
-Prints one JSON object: requests, errors, statuses, seconds, rate, p50_ms, p90_ms, p99_ms,
-max_ms.
+Prints one JSON object: total_requests (warm-up included), requests (timed), errors,
+statuses, seconds, rate, p50_ms, p90_ms, p99_ms, max_ms.
 
     python benchmarks/_bench_load.py --port 8000 --path /v1/models/m/predict \
         --body-file body.json --conns 16 --seconds 5 [--rate 0]
@@ -80,6 +80,7 @@ async def connection(
             writer.write(req)
             status = await read_response(reader)
             done = time.perf_counter()
+            statuses[0] = statuses.get(0, 0) + 1  # every request, warm-up included
             if planned >= t_start + args.warmup:
                 lat.append(done - planned)
                 statuses[status] = statuses.get(status, 0) + 1
@@ -108,8 +109,10 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     ]
     await asyncio.gather(*tasks)
     ms = sorted(1e3 * v for v in lat)
+    total = statuses.pop(0, 0)
     ok = sum(n for s, n in statuses.items() if 200 <= s < 300)
     return {
+        "total_requests": total,
         "requests": len(ms),
         "errors": len(ms) - ok,
         "statuses": {str(k): v for k, v in statuses.items()},

@@ -16,6 +16,7 @@ from service.api.store import ApiStore
 logger = logging.getLogger(__name__)
 
 CACHE_MODELS = 256  # learners kept in memory; the least recently used is dropped
+CACHE_SPECS = 1024  # parsed specs kept by their stored JSON (parsing is per request otherwise)
 
 
 class CheckpointUnreadable(RuntimeError):
@@ -33,8 +34,30 @@ def build_learner(spec: ModelSpec) -> learners.Learner:
     return learners.build(spec.kind, spec.dim, **spec.params)
 
 
-def _fingerprint(spec: ModelSpec) -> str:
+# parse_spec's memo: stored bytes -> spec, and id(spec) -> (spec, fingerprint)
+_specs: OrderedDict[bytes, ModelSpec] = OrderedDict()
+_fingerprints: dict[int, tuple[ModelSpec, str]] = {}
+
+
+def parse_spec(raw: bytes) -> ModelSpec:
+    """The stored spec JSON as a validated ``ModelSpec``, memoised by the raw bytes (a changed
+    spec is different bytes, so it is never served stale); the predict hot path."""
+    spec = _specs.get(raw)
+    if spec is None:
+        spec = _specs[raw] = ModelSpec.from_stored(json.loads(raw))
+        _fingerprints[id(spec)] = (spec, _dump(spec))
+        while len(_specs) > CACHE_SPECS:
+            _fingerprints.pop(id(_specs.popitem(last=False)[1]), None)
+    return spec
+
+
+def _dump(spec: ModelSpec) -> str:
     return json.dumps(spec.model_dump(mode="json"), sort_keys=True)
+
+
+def _fingerprint(spec: ModelSpec) -> str:
+    hit = _fingerprints.get(id(spec))
+    return hit[1] if hit is not None and hit[0] is spec else _dump(spec)
 
 
 class ModelCache:

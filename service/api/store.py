@@ -28,6 +28,19 @@ return {1, redis.call('HGET', KEYS[1], 'x'), redis.call('HGET', KEYS[1], 'hint')
 """
 
 
+# The predict hot path stores a batch with one command (a pipeline of 2 commands per row
+# costs far more client CPU). KEYS: prediction keys (one model, one slot); ARGV: ttl,
+# version, ts, then x and hint per key.
+_SAVE_PREDICTIONS = """
+for i, key in ipairs(KEYS) do
+  redis.call('HSET', key, 'x', ARGV[2 + 2 * i], 'hint', ARGV[3 + 2 * i], 'v', ARGV[2],
+    'ts', ARGV[3])
+  redis.call('EXPIRE', key, ARGV[1])
+end
+return #KEYS
+"""
+
+
 @dataclass(frozen=True)
 class Claim:
     duplicate: bool
@@ -40,6 +53,7 @@ class ApiStore:
         self.redis = redis
         self.keys = keys
         self._claim = redis.register_script(_CLAIM)
+        self._save_predictions = redis.register_script(_SAVE_PREDICTIONS)
 
     # ---- specs (service.store.registry) ---------------------------------------------------
     async def create_spec(self, spec: dict[str, Any]) -> bool:
@@ -68,6 +82,10 @@ class ApiStore:
     # ---- checkpoints (read only) ---------------------------------------------------------
     async def version(self, model: str) -> int:
         return await read_version(self.redis, self.keys, model)
+
+    async def raw_spec(self, model: str) -> bytes | None:
+        """The stored spec JSON, unparsed (None: unknown model); see ``serving.parse_spec``."""
+        return await self.redis.get(self.keys.spec(model))  # type: ignore[no-any-return]
 
     async def checkpoint(self, model: str) -> tuple[bytes | None, int]:
         """The state blob and its version, read together (one atomic HMGET)."""
@@ -109,15 +127,13 @@ class ApiStore:
         version: int,
         ttl_s: int,
     ) -> None:
-        now = repr(time.time())
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for pid, x, hint in rows:
-                key = self.keys.prediction(model, pid)
-                fields: list[str | int] = ["x", json.dumps(x), "hint", json.dumps(hint)]
-                fields += ["v", version, "ts", now]
-                pipe.hset(key, items=fields)
-                pipe.expire(key, ttl_s)
-            await pipe.execute()
+        """Each row as the hash ``x``, ``hint``, ``v`` (version), ``ts`` with a TTL: one
+        script call for the whole batch."""
+        keys = [self.keys.prediction(model, pid) for pid, _, _ in rows]
+        args: list[str | int] = [ttl_s, version, repr(time.time())]
+        for _, x, hint in rows:
+            args += [json.dumps(x), json.dumps(hint)]
+        await self._save_predictions(keys=keys, args=args)
 
     async def claim_prediction(self, model: str, prediction_id: str) -> Claim | None:
         """Mark a prediction as labelled; None when unknown or expired."""
