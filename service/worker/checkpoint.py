@@ -66,8 +66,12 @@ class Checkpoint:
         ctx = self.ctx
         ctx.faults.hit("before_checkpoint")
         started = time.perf_counter()
-        # 1. dead letters
-        ctx.stats.deadletter += await ctx.deadletters.flush()
+        # 1. dead letters (the shared counter is at-least-once, like the letters)
+        letters = await ctx.deadletters.flush()
+        if letters:
+            ctx.stats.deadletter += letters
+            key = ctx.keys.deadletter_count()
+            await with_redis(ctx, lambda: ctx.redis.incrby(key, letters), "dead-letter count")
         # 2. model states
         dirty = [rt for rt in ctx.models.values() if rt.dirty and rt.stamp is not None]
         writes = [rt.checkpoint_write(ctx.settings.events_topic) for rt in dirty]

@@ -161,6 +161,7 @@ async def test_invalid_events_are_dead_lettered_with_reasons(worker_settings, re
     assert s.counters.applied == 1 and s.stamp.event_id == "ok-1"
     assert s.counters.rejected == 5  # the ones that sit on m-a's partition and name m-a
     assert ctx.stats.deadletter == len(bad)
+    assert int(await r.get(keys.deadletter_count())) == len(bad)  # the API's /metrics reads it
     await r.aclose()
 
 
