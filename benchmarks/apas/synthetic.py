@@ -229,7 +229,7 @@ def run_slait(k, seed, mu, sigma, te, ecr, curves):  # type: ignore[no-untyped-d
             cards.append(card.mean())
             c_te.append(te_curve(y_hat - y_test))
             c_ecr.append(ecr_curve(y_hat, y_test))
-        curves[name] = (c_te, c_ecr)
+        curves[f"{name} (first {k})"] = (c_te, c_ecr)
         points[name] = (float(np.mean(tes)), float(np.mean(ecrs)))
         rows.append([name, f"{np.mean(tes):.6f}", f"{np.mean(ecrs):.4f}", f"{np.mean(cards):.0f}"])
     for m in ("PA eps=0.0004", "APAS lam=0.01", "APAS lam=0.05", "APAS lam=0.1"):
