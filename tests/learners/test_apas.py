@@ -278,3 +278,36 @@ def test_bad_cross_parameters() -> None:
         APASRegressor(3, side="group_lasso", groups=[0, 1])
     with pytest.raises(ValueError, match="'groups'"):
         APASRegressor(3, groups=[0, 1, 1])
+
+
+def test_weights_and_portfolio_summary() -> None:
+    X, y = stream(50, 8, seed=30)
+    model = APASRegressor(8, lam=5e-2)
+    np.testing.assert_array_equal(model.weights, np.full(8, 1 / 8))  # w_1 = Pi_simplex(0)
+    for x, target in zip(X, y, strict=True):
+        rep = model.learn(x, float(target))
+    w = model.weights
+    with pytest.raises(ValueError):
+        w[0] = 1.0  # read-only view
+    summary = model.portfolio_summary()
+    assert summary["budget"] == pytest.approx(1.0, abs=1e-12)
+    assert summary["active_assets"] == rep.diagnostics["active_assets"]
+    assert summary["epsilon"] == model.eps_ == rep.diagnostics["epsilon"]
+    assert summary["rounds"] == 50
+
+
+def test_side_weight_defaults() -> None:
+    lasso = APASRegressor(23, side="group_lasso")
+    sizes = np.bincount(lasso._groups)
+    assert sizes.size == 10 and sizes.sum() == 23 and sizes.max() - sizes.min() <= 1
+    np.testing.assert_allclose(lasso._rho, np.sqrt(sizes))
+    relabelled = APASRegressor(4, side="group_lasso", groups=[7, 7, 3, 3], rho=[1.0, 2.0])
+    np.testing.assert_array_equal(relabelled._groups, [1, 1, 0, 0])
+    a = APASRegressor(5, side="weighted_l1", rho=0.3)
+    b = APASRegressor(5, side="weighted_l1", rho=[0.3] * 5)
+    np.testing.assert_array_equal(a._rho, b._rho)
+    X, y = stream(40, 5, seed=31)
+    for x, target in zip(X, y, strict=True):
+        a.learn(x, float(target))
+        b.learn(x, float(target))
+    np.testing.assert_array_equal(a.weights, b.weights)
