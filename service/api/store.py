@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,15 @@ if redis.call('HSETNX', KEYS[1], 'labelled', ARGV[1]) == 0 then return {0} end
 return {1, redis.call('HGET', KEYS[1], 'x'), redis.call('HGET', KEYS[1], 'hint')}
 """
 
+
+# The predict hot path reads the spec and the checkpoint version in one round trip; false
+# becomes nil when a key is missing. Both keys share the model's {id} slot.
+_SPEC_AND_VERSION = """
+return {redis.call('GET', KEYS[1]), redis.call('HGET', KEYS[2], 'version')}
+"""
+#: (model, version) read together with the spec by the current request (each request runs
+#: in its own task, hence its own context); ``ApiStore.version`` consumes it once.
+_request_version: ContextVar[tuple[str, int] | None] = ContextVar("version", default=None)
 
 # The predict hot path stores a batch with one command (a pipeline of 2 commands per row
 # costs far more client CPU). KEYS: prediction keys (one model, one slot); ARGV: ttl,
@@ -53,6 +63,7 @@ class ApiStore:
         self.redis = redis
         self.keys = keys
         self._claim = redis.register_script(_CLAIM)
+        self._spec_and_version = redis.register_script(_SPEC_AND_VERSION)
         self._save_predictions = redis.register_script(_SAVE_PREDICTIONS)
 
     # ---- specs (service.store.registry) ---------------------------------------------------
@@ -81,11 +92,21 @@ class ApiStore:
 
     # ---- checkpoints (read only) ---------------------------------------------------------
     async def version(self, model: str) -> int:
+        known = _request_version.get()
+        if known is not None and known[0] == model:
+            _request_version.set(None)  # once: a later read in this request asks Redis
+            return known[1]
         return await read_version(self.redis, self.keys, model)
 
     async def raw_spec(self, model: str) -> bytes | None:
-        """The stored spec JSON, unparsed (None: unknown model); see ``serving.parse_spec``."""
-        return await self.redis.get(self.keys.spec(model))  # type: ignore[no-any-return]
+        """The stored spec JSON, unparsed (None: unknown model; see ``serving.parse_spec``),
+        read in one round trip with the checkpoint version, which the next ``version(model)``
+        call of the same request returns without asking Redis again."""
+        raw, version = await self._spec_and_version(
+            keys=[self.keys.spec(model), self.keys.state(model)]
+        )
+        _request_version.set((model, int(version or 0)))
+        return raw  # type: ignore[no-any-return]
 
     async def checkpoint(self, model: str) -> tuple[bytes | None, int]:
         """The state blob and its version, read together (one atomic HMGET)."""
