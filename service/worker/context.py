@@ -60,4 +60,5 @@ class WorkerContext:
     # next offset the worker expects per partition, set on every seek: the client may hand
     # a record out twice around a seek, and a record below this is such a repeat
     next_offset: dict[TopicPartition, int] = field(default_factory=dict)
+    last_poll: float = 0.0  # clock() at the last poll: /healthz freshness
     generation: int = 0  # bumped on every assignment or seek: fetched batches go stale

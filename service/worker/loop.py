@@ -153,6 +153,12 @@ async def run_worker(
     if stop is not None:
         ctx.stopping = stop
     checkpoint = Checkpoint(ctx)
+    ctx.last_poll = ctx.clock()
+    health = None
+    if settings.worker_metrics_port:
+        from service.worker.health import serve_health
+
+        health = await serve_health(ctx, settings.worker_metrics_port)
     await ctx.producer.start()
     await ctx.probe.start()
     try:
@@ -161,6 +167,7 @@ async def run_worker(
         logger.info("worker %s consuming %s", ctx.worker_id, settings.events_topic)
         try:
             while not ctx.stopping.is_set():
+                ctx.last_poll = ctx.clock()
                 generation = ctx.generation
                 batch = await ctx.consumer.getmany(
                     timeout_ms=POLL_TIMEOUT_MS, max_records=settings.max_poll_records
@@ -179,6 +186,8 @@ async def run_worker(
         finally:
             await ctx.consumer.stop()  # leaves the group: partitions move at once
     finally:
+        if health is not None:
+            health.close()
         await ctx.probe.stop()
         await ctx.producer.stop()
         await ctx.redis.aclose()

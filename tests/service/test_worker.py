@@ -210,3 +210,36 @@ async def _model_applied(r: Redis, keys: Keys, model: str, n: int) -> bool:
 
 def test_finite_json_guard() -> None:
     assert not math.isfinite(json.loads("NaN"))  # why the worker checks finiteness itself
+
+
+async def test_worker_health_and_metrics_endpoint(make_settings, redis_url) -> None:
+    port = free_port()
+    st = make_settings(worker_metrics_port=port, commit_interval_s=0.2)
+    r, keys = Redis.from_url(redis_url), Keys(st.key_prefix)
+    await _create_specs(r, keys)
+    await produce(st, stream(30, seed=9))
+
+    async def get(path: str) -> tuple[str, str]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        await writer.drain()
+        raw = (await reader.read()).decode()
+        writer.close()
+        head, _, body = raw.partition("\r\n\r\n")
+        return head.split("\r\n")[0], body
+
+    seen: dict[str, tuple[str, str]] = {}
+
+    async def done() -> bool:
+        if await _applied_total(r, keys) < 30:
+            return False
+        seen["health"] = await get("/healthz")
+        seen["metrics"] = await get("/metrics")
+        return True
+
+    await _run_until(st, done)
+    assert seen["health"][0].endswith("200 OK")
+    status, body = seen["metrics"]
+    assert status.endswith("200 OK")
+    assert 'onlinepredict_worker_records_total{outcome="applied"} 30.0' in body
+    await r.aclose()

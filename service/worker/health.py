@@ -1,0 +1,88 @@
+"""The worker's own HTTP endpoint (``worker_metrics_port`` > 0): ``/healthz`` and ``/metrics``.
+
+``/healthz`` answers 200 while the poll loop turns (a worker stuck waiting for Redis
+longer than ``STALE_S`` answers 503); ``/metrics`` exposes the worker's counters. The
+per-model learning metrics come from the API's ``/metrics`` (they live in Redis).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from service.worker.context import WorkerContext
+
+logger = logging.getLogger(__name__)
+
+STALE_S = 60.0
+_OUTCOMES = ("applied", "duplicate", "rejected", "skipped", "redelivered")
+
+
+class WorkerCollector:
+    def __init__(self, ctx: WorkerContext) -> None:
+        self.ctx = ctx
+
+    def collect(self) -> Iterator[Metric]:
+        st = self.ctx.stats
+        records = CounterMetricFamily(
+            "onlinepredict_worker_records", "Records handled by this worker.", labels=["outcome"]
+        )
+        for outcome in _OUTCOMES:
+            records.add_metric([outcome], float(getattr(st, outcome)))
+        yield records
+        for name, help_text in (
+            ("checkpoints", "Checkpoints written."),
+            ("deadletter", "Events this worker sent to the dead-letter topic."),
+            ("conflicts", "Checkpoint writes that lost the version check."),
+            ("voided_stamps", "Stamps found void (the log was reset)."),
+            ("redis_retries", "Redis operations retried while Redis was unreachable."),
+        ):
+            fam = CounterMetricFamily(f"onlinepredict_worker_{name}", help_text)
+            fam.add_metric([], float(getattr(st, name)))
+            yield fam
+        models = GaugeMetricFamily("onlinepredict_worker_models", "Models held in memory.")
+        models.add_metric([], float(len(self.ctx.models)))
+        yield models
+
+
+async def serve_health(ctx: WorkerContext, port: int, host: str = "0.0.0.0") -> asyncio.Server:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(WorkerCollector(ctx))  # type: ignore[arg-type]
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(reader.readline(), 5)
+            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
+                pass
+            parts = request.decode(errors="replace").split()
+            path = parts[1] if len(parts) > 1 else "/"
+            if path.startswith("/metrics"):
+                status, body, ctype = (
+                    "200 OK",
+                    generate_latest(registry),
+                    "text/plain; version=0.0.4",
+                )
+            elif path.startswith("/healthz"):
+                fresh = ctx.clock() - ctx.last_poll < STALE_S
+                status = "200 OK" if fresh else "503 Service Unavailable"
+                body, ctype = (b"ok\n" if fresh else b"stalled\n"), "text/plain"
+            else:
+                status, body, ctype = "404 Not Found", b"not found\n", "text/plain"
+            head = (
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            )
+            writer.write(head.encode() + body)
+            await writer.drain()
+        except (TimeoutError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, host, port)
+    logger.info("worker health/metrics on %s:%d", host, port)
+    return server
