@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+CLI_MODULE = "service.cli" if importlib.util.find_spec("service.cli") else "clients.cli"
 
 
 def free_port() -> int:
@@ -61,9 +63,13 @@ def settings_env(settings: Any) -> dict[str, str]:
 def cli(
     *args: str, env: dict[str, str] | None = None, input: str | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """Run the client CLI as a user would: a separate process, real stdout/stderr/exit code."""
+    """Run the CLI as a user would: a separate process, real stdout/stderr/exit code.
+
+    The ``onlinepredict`` command itself (``service.cli``, which mounts the client commands)
+    when it exists, else the client commands alone (``clients.cli``).
+    """
     return subprocess.run(
-        [sys.executable, "-m", "clients.cli", *args],
+        [sys.executable, "-m", CLI_MODULE, *args],
         cwd=ROOT,
         env=env,
         input=input,

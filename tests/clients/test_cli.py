@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 import typer
-from _client_support import cli, free_port
+from _client_support import CLI_MODULE, cli, free_port
 from typer.testing import CliRunner
 
 from clients import Client
@@ -72,6 +72,15 @@ def test_register_mounts_every_command_on_a_root_app() -> None:
     r = runner.invoke(root, ["--help"])
     assert r.exit_code == 0
     for command in ("up", "models", "predict", "replay", "watch", "checkpoint"):
+        assert command in r.stdout
+
+
+def test_onlinepredict_command_has_the_client_commands() -> None:
+    if CLI_MODULE != "service.cli":
+        pytest.skip("service/cli.py (the onlinepredict command) is not in the repository")
+    r = cli("--help")
+    assert r.returncode == 0
+    for command in ("up", "api", "worker", "models", "predict", "replay", "watch", "checkpoint"):
         assert command in r.stdout
 
 
