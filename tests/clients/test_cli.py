@@ -220,7 +220,7 @@ def test_watch_snapshot(cli_env: dict[str, str], workers: Any) -> None:
 def test_checkpoint_commands(cli_env: dict[str, str], api_url: str, workers: Any) -> None:
     with Client(api_url, api_key="") as api:
         paths = api._http.get("/openapi.json").json()["paths"]
-    if "/v1/models/{model_id}/checkpoints" not in paths:
+    if not any(p.endswith("/checkpoints") for p in paths):
         pytest.skip("the API has no checkpoint history endpoints yet")
     model = _id("cli-ckpt")
     _json(cli("replay", "synth-drift-static", "--model", model, "--limit", "600", "--batch",
