@@ -30,34 +30,35 @@ class Settings(BaseSettings):
     events_topic: str = "onlinepredict.events"
     deadletter_topic: str = "onlinepredict.deadletter"
     consumer_group: str = "onlinepredict-workers"
-    partitions: int = Field(4, ge=1, le=1024)
+    partitions: int = Field(default=4, ge=1, le=1024)
 
     # --- Redis -----------------------------------------------------------------------------
     redis_url: str = "redis://127.0.0.1:6379/0"  # rediss:// for TLS, user:pass@ for ACL users
     key_prefix: str = "onlinepredict:"
 
     # --- worker ----------------------------------------------------------------------------
-    commit_every: int = Field(500, ge=1)  # events between checkpoints: bounds replay on crash
-    commit_interval_s: float = Field(2.0, gt=0)  # seconds between checkpoints
-    history_keep: int = Field(10, ge=0)  # checkpoints kept per model for rollback
-    worker_metrics_port: int = Field(0, ge=0, le=65535)  # 0 = no metrics server
-    max_poll_records: int = Field(500, ge=1)  # events fetched per poll
-    consumer_session_timeout_ms: int = Field(
-        10_000, ge=1000
-    )  # a dead worker's partitions move after this
-    seen_ids_keep: int = Field(10_000, ge=0)  # recent event ids per model kept for dedupe
-    redis_retry_max_s: float = Field(5.0, gt=0)  # backoff cap while Redis is down
-    topic_replication: int = Field(1, ge=1)  # replication factor when creating topics
+    commit_every: int = Field(
+        default=500, ge=1
+    )  # events between checkpoints: bounds replay on crash
+    commit_interval_s: float = Field(default=2.0, gt=0)  # seconds between checkpoints
+    history_keep: int = Field(default=10, ge=0)  # checkpoints kept per model for rollback
+    worker_metrics_port: int = Field(default=0, ge=0, le=65535)  # 0 = no metrics server
+    max_poll_records: int = Field(default=500, ge=1)  # events fetched per poll
+    # a dead worker's partitions move to the others after this long
+    consumer_session_timeout_ms: int = Field(default=10_000, ge=1000)
+    seen_ids_keep: int = Field(default=10_000, ge=0)  # recent event ids per model kept for dedupe
+    redis_retry_max_s: float = Field(default=5.0, gt=0)  # backoff cap while Redis is down
+    topic_replication: int = Field(default=1, ge=1)  # replication factor when creating topics
 
     # --- API -------------------------------------------------------------------------------
     api_host: str = "127.0.0.1"
-    api_port: int = Field(8000, ge=1, le=65535)
+    api_port: int = Field(default=8000, ge=1, le=65535)
     api_key: SecretStr | None = None  # when set, required on every write endpoint
     api_key_on_reads: bool = False
-    prediction_ttl_s: int = Field(86_400, ge=1)  # how long a prediction waits for its label
-    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
-    max_dim: int = Field(100_000, ge=1)
-    max_batch: int = Field(10_000, ge=1)
+    prediction_ttl_s: int = Field(default=86_400, ge=1)  # how long a prediction waits for its label
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    max_dim: int = Field(default=100_000, ge=1)
+    max_batch: int = Field(default=10_000, ge=1)
 
     env: Literal["development", "production"] = "development"
 

@@ -232,7 +232,8 @@ async def read_history(redis: Redis, keys: Keys, model: str) -> list[HistoryEntr
     """The model's last K checkpoints, newest first."""
     out = []
     for item in await redis.lrange(keys.history(model), 0, -1):
-        head_raw, _, blob = item.partition(b"\n")
+        raw = item if isinstance(item, bytes) else str(item).encode("latin-1")
+        head_raw, _, blob = raw.partition(b"\n")
         head = json.loads(head_raw)
         stamp = Stamp(int(head["partition"]), int(head["offset"]), str(head["event_id"]))
         out.append(HistoryEntry(int(head["version"]), stamp, float(head["ts"]), blob))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from typing import Any
 
 from aiokafka.errors import IllegalStateError, KafkaError
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
@@ -150,8 +151,9 @@ class Checkpoint:
     async def _write_worker_stats(self) -> None:
         ctx = self.ctx
         key = ctx.keys.worker(ctx.worker_id)
-        mapping = {**vars(ctx.stats), "pid": os.getpid(), "models": len(ctx.models)}
-        mapping["updated_at"] = time.time()
+        fields = {**vars(ctx.stats), "pid": os.getpid(), "models": len(ctx.models)}
+        mapping: dict[Any, Any] = {k: str(v) for k, v in fields.items()}
+        mapping["updated_at"] = repr(time.time())
         async with ctx.redis.pipeline(transaction=False) as pipe:
             pipe.hset(key, mapping=mapping)
             pipe.expire(key, WORKER_STATS_TTL_S)

@@ -68,13 +68,14 @@ async def restore_partition(ctx: WorkerContext, tp: TopicPartition) -> int:
         )
     )
     loaded, failed = await load_models(ctx, ids)
-    for model in failed:
-        if model not in loaded:  # deleted: stop letting it pin the seek position
-            await with_redis(
-                ctx,
-                lambda m=model: forget_partition_model(r, keys, tp.topic, tp.partition, m),
-                "forget model",
-            )
+    gone = [m for m in failed if m not in loaded]  # deleted: must not pin the seek position
+
+    async def forget() -> None:
+        for m in gone:
+            await forget_partition_model(r, keys, tp.topic, tp.partition, m)
+
+    if gone:
+        await with_redis(ctx, forget, "forget deleted models")
     begin = (await consumer.beginning_offsets([tp]))[tp]
     positions: list[int] = []
     for rt in loaded.values():
