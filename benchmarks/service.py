@@ -1,0 +1,482 @@
+"""Service throughput: events/s through one worker (1 model, and 100 models, d=20) against
+the raw aiokafka consume rate of the same topic in the same run; checkpoint cost per commit
+along the stream; worker RSS as the stream grows (issue 9).
+
+Real broker and Redis: an embedded ``tansu`` broker (``service.embedded``) and the Redis at
+127.0.0.1:6379 when it answers (keys under a unique prefix, deleted at the end), else an
+embedded ``redis-server``. The worker is ``python -m service.worker`` in a subprocess with
+the default settings (commit every 500 events or 2 s); the events are produced before it
+starts and its rate is the slope of its ``applied`` counter (written to Redis at every
+checkpoint) from the first checkpoint to the last event, so start-up and the group join do
+not count. CPU time (from /proc) is reported next to wall-clock rates: this machine is
+shared and loaded, and events per CPU second is the rate on a dedicated core.
+
+    python benchmarks/service.py [--events 300000] [--many-events 50000]
+
+Prints the tables; writes benchmarks/results/service.md and service.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+import _bench  # before numpy: pins BLAS threads
+import numpy as np
+from _bench import RESULTS, ROOT, markdown_table, process_cpu_s, write
+
+DIM = 20
+N_MODELS = 100
+RSS_AT = 100_000
+POLL_S = 0.05
+
+
+# ---- stack ---------------------------------------------------------------------------------
+def start_stack() -> tuple[str, str, list[Any]]:
+    from service.embedded import redis_answers, start_broker, start_redis
+
+    started: list[Any] = [start_broker()]
+    if redis_answers("127.0.0.1", 6379):
+        redis = "redis://127.0.0.1:6379/0"
+    else:
+        started.append(start_redis())
+        redis = started[-1].url
+    return started[0].url, redis, started
+
+
+def make_settings(bootstrap: str, redis: str, run: str, tag: str):  # type: ignore[no-untyped-def]
+    from service.config import Settings
+    from service.embedded.topics import ensure_topics
+
+    s = Settings(
+        kafka_bootstrap=bootstrap,
+        redis_url=redis,
+        key_prefix=f"opbench:{run}:{tag}:",
+        events_topic=f"opbench.{run}.{tag}.events",
+        deadletter_topic=f"opbench.{run}.{tag}.deadletter",
+        consumer_group=f"opbench-{run}-{tag}",
+    )
+    asyncio.run(ensure_topics(s))
+    return s
+
+
+def settings_env(settings, worker_id: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONLINEPREDICT_")}
+    for name, value in settings.model_dump().items():
+        if value is None:
+            continue
+        if hasattr(value, "get_secret_value"):
+            value = value.get_secret_value()
+        env[f"ONLINEPREDICT_{name.upper()}"] = str(value)
+    env.update(ONLINEPREDICT_WORKER_ID=worker_id, ONLINEPREDICT_LOG_LEVEL="WARNING")
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def cleanup(redis: str, prefix: str) -> int:
+    import redis as redis_lib
+
+    client = redis_lib.Redis.from_url(redis)
+    n = 0
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*", count=5000))
+        for i in range(0, len(keys), 1000):
+            n += client.delete(*keys[i : i + 1000])
+    finally:
+        client.close()
+    return n
+
+
+# ---- events --------------------------------------------------------------------------------
+def events(models: list[str], n: int, seed: int) -> list[tuple[bytes, bytes]]:
+    """n (key, value) records, round-robin over ``models``: y = x.w + noise, x ~ N(0, I/d)."""
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=DIM)
+    X = np.round(rng.normal(size=(n, DIM)) / np.sqrt(DIM), 6)
+    y = np.round(X @ w + 0.1 * rng.normal(size=n), 6)
+    out = []
+    for i, (x, v) in enumerate(zip(X.tolist(), y.tolist(), strict=True)):
+        m = models[i % len(models)]
+        body = {"model": m, "id": f"e{i}", "x": x, "y": v}
+        out.append((m.encode(), json.dumps(body, separators=(",", ":")).encode()))
+    return out
+
+
+async def create_models(settings, models: list[str]) -> None:  # type: ignore[no-untyped-def]
+    from redis.asyncio import Redis
+
+    from service.store.keys import Keys
+    from service.store.registry import create_spec
+
+    client = Redis.from_url(settings.redis_url)
+    try:
+        for m in models:
+            await create_spec(
+                client, Keys(settings.key_prefix), {"id": m, "kind": "pa", "dim": DIM}
+            )
+    finally:
+        await client.aclose()
+
+
+async def produce(settings, records: list[tuple[bytes, bytes]]) -> float:  # type: ignore[no-untyped-def]
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(linger_ms=20, max_batch_size=256 * 1024, **settings.kafka_options())
+    await producer.start()
+    t0 = time.perf_counter()
+    try:
+        for key, value in records:
+            await producer.send(settings.events_topic, value, key=key)
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return time.perf_counter() - t0
+
+
+async def raw_consume(settings, n: int, decode: bool) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """aiokafka alone: assign every partition, read n records from the start (and optionally
+    json-decode them); no group, no learning, no checkpoint."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition
+
+    consumer = AIOKafkaConsumer(
+        enable_auto_commit=False,
+        max_poll_records=settings.max_poll_records,
+        **settings.kafka_options(),
+    )
+    await consumer.start()
+    try:
+        parts = consumer.partitions_for_topic(settings.events_topic) or set()
+        if not parts:
+            await consumer._client.force_metadata_update()  # noqa: SLF001
+            parts = consumer.partitions_for_topic(settings.events_topic) or set()
+        tps = [TopicPartition(settings.events_topic, p) for p in sorted(parts)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        seen = 0
+        t0, c0 = time.perf_counter(), time.process_time()
+        while seen < n:
+            batch = await consumer.getmany(timeout_ms=500, max_records=settings.max_poll_records)
+            for recs in batch.values():
+                seen += len(recs)
+                if decode:
+                    for r in recs:
+                        json.loads(r.value)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        await consumer.stop()
+    return {"events": seen, "wall": wall, "cpu": cpu}
+
+
+# ---- the worker ----------------------------------------------------------------------------
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run_worker(settings, n: int, timeout_s: float) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """Start a worker on the pre-produced topic and follow its ``applied`` counter."""
+    import redis as redis_lib
+
+    from service.store.keys import Keys
+
+    wid = f"bench-{uuid.uuid4().hex[:6]}"
+    key = Keys(settings.key_prefix).worker(wid)
+    client = redis_lib.Redis.from_url(settings.redis_url)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service.worker"],
+        cwd=ROOT,
+        env=settings_env(settings, wid),
+        stdin=subprocess.DEVNULL,
+    )
+    samples: list[tuple[float, int, float, float]] = []  # (time, applied, cpu s, rss MB)
+    rss_at: float | None = None
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            raw = client.hget(key, "applied")
+            applied = int(raw) if raw is not None else 0
+            now = time.perf_counter()
+            if applied and (not samples or applied != samples[-1][1]):
+                samples.append((now, applied, process_cpu_s(proc.pid), rss_mb(proc.pid)))
+                if rss_at is None and applied >= RSS_AT:
+                    rss_at = samples[-1][3]
+            if applied >= n:
+                break
+            time.sleep(POLL_S)
+        rss_end = rss_mb(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        client.close()
+    if len(samples) < 2:
+        raise RuntimeError(f"worker applied {samples[-1][1] if samples else 0} of {n} events")
+    (t0, a0, c0, _), (t1, a1, c1, _) = samples[0], samples[-1]
+    return {
+        "events": a1 - a0,
+        "applied": a1,
+        "wall": t1 - t0,
+        "cpu": c1 - c0,
+        "rss_at": rss_at,
+        "rss_end": rss_end,
+        "checkpoints_seen": len(samples),
+    }
+
+
+# ---- checkpoint cost (in process, exactly the worker's write) -------------------------------
+async def checkpoint_cost(settings, n_models: int, positions: list[int], commits: int):  # type: ignore[no-untyped-def]
+    """ms per checkpoint write (``write_checkpoints`` of every touched model, pipelined) after
+    ``positions`` events per model, each commit after commit_every / n_models new events
+    per model, as the worker does it."""
+    from redis.asyncio import Redis
+
+    from service.store.checkpoints import write_checkpoints
+    from service.store.keys import Keys
+    from service.worker.events import decode_event
+    from service.worker.models import ModelRuntime
+
+    models = [f"ck{i}" for i in range(n_models)]
+    per_commit = max(1, settings.commit_every // n_models)
+    total = positions[-1] + commits * per_commit
+    recs = events(models, total * n_models, seed=7)
+    rts = {
+        m: ModelRuntime.create(
+            {"id": m, "kind": "pa", "dim": DIM}, None, [], seen_keep=settings.seen_ids_keep
+        )
+        for m in models
+    }
+    client = Redis.from_url(settings.redis_url)
+    keys = Keys(settings.key_prefix)
+    out = []
+    offset = 0
+
+    def feed(k: int) -> None:
+        nonlocal offset
+        for _ in range(k * n_models):
+            key, value = recs[offset]
+            ev = decode_event(key, value)
+            rts[ev.model].handle(ev, 0, offset)
+            offset += 1
+
+    try:
+        done = 0
+        for pos in positions:
+            feed(max(0, pos - done))
+            done = max(done, pos)
+            times, sizes = [], []
+            for _ in range(commits):
+                feed(per_commit)
+                done += per_commit
+                writes = [rt.checkpoint_write(settings.events_topic) for rt in rts.values()]
+                t0 = time.perf_counter()
+                results = await write_checkpoints(
+                    client,
+                    keys,
+                    writes,
+                    history_keep=settings.history_keep,
+                    seen_keep=settings.seen_ids_keep,
+                    worker="bench",
+                )
+                times.append(time.perf_counter() - t0)
+                for rt, res in zip(rts.values(), results, strict=True):
+                    rt.written(res.version)
+                sizes.append(sum(len(w.state) + len(w.stats) for w in writes))
+            out.append((pos, float(np.median(times)) * 1e3, float(np.mean(sizes))))
+    finally:
+        await client.aclose()
+    return out
+
+
+# ---- main ----------------------------------------------------------------------------------
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--events", type=int, default=300_000, help="1-model stream length")
+    ap.add_argument("--many-events", type=int, default=50_000, help="100-model stream length")
+    args = ap.parse_args()
+    started = time.perf_counter()
+    info = _bench.machine()
+    print(info, flush=True)
+    run = uuid.uuid4().hex[:8]
+    bootstrap, redis, stack = start_stack()
+    prefixes = []
+    rows, ck_rows, mem = [], [], {}
+    try:
+        for tag, n_models, n in (("one", 1, args.events), ("many", N_MODELS, args.many_events)):
+            settings = make_settings(bootstrap, redis, run, tag)
+            prefixes.append(settings.key_prefix)
+            models = [f"m{i}" for i in range(n_models)]
+            asyncio.run(create_models(settings, models))
+            recs = events(models, n, seed=1)
+            t_prod = asyncio.run(produce(settings, recs))
+            del recs
+            print(f"{tag}: produced {n} events in {t_prod:.1f} s", flush=True)
+            raw = asyncio.run(raw_consume(settings, n, decode=False))
+            dec = asyncio.run(raw_consume(settings, n, decode=True))
+            w = run_worker(settings, n, timeout_s=240)
+            print(
+                f"{tag}: raw {raw['events'] / raw['wall']:,.0f} ev/s, raw+json"
+                f" {dec['events'] / dec['wall']:,.0f} ev/s, worker"
+                f" {w['events'] / w['wall']:,.0f} ev/s ({w['events'] / w['cpu']:,.0f} per CPU s)",
+                flush=True,
+            )
+            label = f"{n_models} model{'s' if n_models > 1 else ''}, d={DIM}, {n:,} events"
+            raw_rate, raw_cpu = raw["events"] / raw["wall"], raw["events"] / raw["cpu"]
+            for name, r in (
+                ("raw aiokafka consume", raw),
+                ("raw consume + json.loads", dec),
+                ("worker (decode, dedupe, learn, stats, checkpoint)", w),
+            ):
+                rate, per_cpu = r["events"] / r["wall"], r["events"] / max(r["cpu"], 1e-9)
+                rows.append(
+                    [
+                        label,
+                        name,
+                        f"{rate:,.0f}",
+                        f"{per_cpu:,.0f}",
+                        f"{100 * rate / raw_rate:.0f}%",
+                        f"{100 * per_cpu / raw_cpu:.0f}%",
+                    ]
+                )
+            if n_models == 1:
+                mem = {"n": w["applied"], "rss_at": w["rss_at"], "rss_end": w["rss_end"]}
+        ck_settings = make_settings(bootstrap, redis, run, "ck")
+        prefixes.append(ck_settings.key_prefix)
+        for n_models, positions in ((1, [1_000, 10_000, 100_000]), (N_MODELS, [100, 1_000])):
+            for pos, ms, size in asyncio.run(checkpoint_cost(ck_settings, n_models, positions, 20)):
+                ck_rows.append([n_models, f"{pos:,}", f"{ms:.2f}", f"{size / 1024:.1f}"])
+                print(f"checkpoint: {n_models} models after {pos} events: {ms:.2f} ms", flush=True)
+    finally:
+        removed = sum(cleanup(redis, p) for p in prefixes)
+        for proc in reversed(stack):
+            proc.stop()
+    elapsed = time.perf_counter() - started
+    report(rows, ck_rows, mem, info, elapsed, removed)
+
+
+def report(rows, ck_rows, mem, info: str, elapsed: float, removed: int) -> None:  # type: ignore[no-untyped-def]
+    header = [
+        "stream",
+        "consumer",
+        "events/s (wall)",
+        "events per CPU s",
+        "% of raw (wall)",
+        "% of raw (CPU)",
+    ]
+    table = markdown_table(header, rows)
+    ck = markdown_table(
+        ["models per commit", "events per model before", "median ms per commit", "KiB written"],
+        ck_rows,
+    )
+    growth = None
+    if mem.get("rss_at") and mem.get("rss_end"):
+        growth = mem["rss_end"] / mem["rss_at"] - 1.0
+    mem_line = (
+        f"RSS after {RSS_AT:,} events: {mem.get('rss_at') or float('nan'):.1f} MB; after"
+        f" {mem.get('n', 0):,} events: {mem.get('rss_end') or float('nan'):.1f} MB"
+        + (f" ({100 * growth:+.1f}%)" if growth is not None else "")
+    )
+    verdicts = []
+    for r in rows:
+        if r[1].startswith("worker"):
+            ok = float(r[5].rstrip("%")) >= 50
+            verdicts.append(
+                [r[0], r[4], r[5], "MET" if ok else "NOT MET", "(verdict on the CPU ratio)"]
+            )
+    if growth is not None:
+        verdicts.append(
+            [
+                f"RSS growth {RSS_AT:,} -> {mem['n']:,} events",
+                "",
+                f"{100 * growth:+.1f}%",
+                "MET" if abs(growth) <= 0.05 else "NOT MET",
+                "target: 1M vs 100k within 5%; 1M does not fit the 5-minute budget here",
+            ]
+        )
+    vt = markdown_table(["what", "wall", "CPU / value", "target", "note"], verdicts)
+    print()
+    print(vt)
+    print()
+    print(table)
+    print()
+    print(ck)
+    print(mem_line)
+    text = "\n\n".join(
+        [
+            "# Service throughput (benchmarks/service.py)",
+            f"Machine: {info}. Whole run {elapsed:.0f} s; {removed} benchmark keys deleted"
+            " from Redis afterwards. Broker: embedded tansu (memory storage). One worker"
+            " process, default settings (max_poll_records 500, commit every 500 events or"
+            " 2 s, history 10, seen ids 10,000). The worker's rate is the slope of its"
+            " applied counter between its first and last checkpoint; CPU rates are events per"
+            " CPU second of the consuming process (the robust figure on this shared machine).",
+            "## Targets (issue 9)",
+            vt,
+            "## Worker vs raw consume, same topic, same run",
+            table,
+            "## Checkpoint cost per commit (in process, the worker's write_checkpoints)",
+            "Each commit writes every touched model (state, stats, history entry, new seen"
+            " ids) in one pipeline; measured after the given number of events per model, 20"
+            " commits each, median.",
+            ck,
+            "## Memory",
+            mem_line,
+            "![service](service.png)",
+        ]
+    )
+    write(RESULTS / "service.md", text + "\n")
+    plot(rows, ck_rows, RESULTS / "service.png")
+
+
+def plot(rows, ck_rows, path) -> None:  # type: ignore[no-untyped-def]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4))
+    labels = [f"{r[0].split(',')[0]}\n{r[1][:24]}" for r in rows]
+    a1.barh(range(len(rows)), [float(r[3].replace(",", "")) for r in rows], label="per CPU s")
+    a1.barh(
+        range(len(rows)),
+        [float(r[2].replace(",", "")) for r in rows],
+        alpha=0.6,
+        label="wall clock",
+    )
+    a1.set_yticks(range(len(rows)), labels, fontsize=7)
+    a1.set_xlabel("events/s")
+    a1.legend()
+    for n_models in sorted({r[0] for r in ck_rows}):
+        pts = [r for r in ck_rows if r[0] == n_models]
+        a2.plot(
+            [int(r[1].replace(",", "")) for r in pts],
+            [float(r[2]) for r in pts],
+            "o-",
+            label=f"{n_models} model(s) per commit",
+        )
+    a2.set_xscale("log")
+    a2.set_xlabel("events per model before the commit")
+    a2.set_ylabel("median ms per commit")
+    a2.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
