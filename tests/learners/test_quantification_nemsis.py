@@ -53,16 +53,23 @@ def evaluate(model: NEMSIS | SCAN, X: np.ndarray, y: np.ndarray) -> dict[str, fl
 
 
 @cache
-def run(measure: str, p: float, seed: int, steps: int = T, data: str = "gauss", **kw):  # type: ignore[no-untyped-def]
+def run(  # type: ignore[no-untyped-def]
+    measure: str,
+    p: float,
+    seed: int,
+    steps: int = T,
+    data: str = "gauss",
+    running: bool = False,
+    **kw,
+):
+    """Train on ``steps`` events (prior = training prevalence, or running when asked),
+    evaluate on 50,000 fresh test events of the same distribution."""
     rng, u = direction(seed)
     gen = gaussian if data == "gauss" else separable
     X, y = gen(rng, steps, p, u)
     Xt, yt = gen(rng, N_TEST, p, u)
-    params = {"prior": float(np.mean(y > 0)), "eps": 1 / (2 * steps), **kw}
-    if params["prior"] is None or kw.get("running"):
-        params.pop("running", None)
-        params["prior"] = None
-    model = NEMSIS(D, measure=measure, **params)
+    prior = None if running else float(np.mean(y > 0))
+    model = NEMSIS(D, measure=measure, prior=prior, eps=1 / (2 * steps), **kw)
     model.learn_many(X, [int(v) for v in y])
     return model, evaluate(model, Xt, yt)
 
