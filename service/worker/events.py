@@ -1,8 +1,9 @@
 """Event decoding and validation (design.md, "Events").
 
-Wire format: the record key is the model id and the value is the JSON object
-``{"model": str, "id": str, "x": [float], "y": float|int|bool|null, "ts": float|null,
-"hint": float|null}`` (``ts`` and ``hint`` optional). Anything else raises
+Wire format (``docs/events.md``): the record key is the model id and the value is the JSON
+object ``{"model": str, "id": str, "x": [float], "y": float|int|bool|null, "ts": float|null,
+"hint": float|null}`` (``ts`` and ``hint`` optional), or the control event
+``{"model", "id", "type": "register", "vectors": [[float]]}``. Anything else raises
 :class:`InvalidEvent` whose ``reason`` goes to the dead-letter topic. Checks that need the
 model (dimension, label type) are the learner's, at ``learn`` time.
 """
@@ -34,6 +35,8 @@ class Event:
     y: Any
     ts: float | None = None
     hint: float | None = None
+    type: str = "example"  # or "register": a transductive block (docs/events.md §3)
+    vectors: list[list[float]] | None = None
 
 
 def _is_number(v: Any) -> bool:
@@ -71,6 +74,19 @@ def decode_event(key: bytes | None, value: bytes | None) -> Event:
     event_id = obj.get("id")
     if not isinstance(event_id, str) or not event_id or len(event_id) > MAX_ID_LEN:
         raise InvalidEvent(f"'id' must be a non-empty string of at most {MAX_ID_LEN} chars", model)
+    kind = obj.get("type")
+    if kind is not None:
+        if kind != "register":
+            raise InvalidEvent(f"unknown event type {kind!r} (known: 'register')", model)
+        return Event(
+            model=model,
+            id=event_id,
+            x=[],
+            y=None,
+            ts=_optional_number(obj, "ts", model),
+            type="register",
+            vectors=_vectors(obj.get("vectors"), model),
+        )
     x = obj.get("x")
     if not isinstance(x, list) or not x or not all(_is_number(v) for v in x):
         raise InvalidEvent("'x' must be a non-empty list of numbers", model)
@@ -87,6 +103,19 @@ def decode_event(key: bytes | None, value: bytes | None) -> Event:
         ts=_optional_number(obj, "ts", model),
         hint=_optional_number(obj, "hint", model),
     )
+
+
+def _vectors(v: Any, model: str) -> list[list[float]]:
+    ok = (
+        isinstance(v, list)
+        and v
+        and all(isinstance(row, list) and row and all(_is_number(c) for c in row) for row in v)
+    )
+    if not ok:
+        raise InvalidEvent("'vectors' must be a non-empty list of non-empty number lists", model)
+    if not all(math.isfinite(c) for row in v for c in row):
+        raise InvalidEvent("'vectors' must contain only finite numbers", model)
+    return v  # type: ignore[no-any-return]
 
 
 def raw_event_id(value: bytes | None) -> str:

@@ -100,20 +100,13 @@ class ModelRuntime:
         if event.id in self.seen:
             self.counters.duplicate += 1
             return DUPLICATE
+        if event.type == "register":
+            return self._register(event)
         try:
             report = self.learner.learn(event.x, event.y, hint=event.hint)
         except ValueError as exc:  # the base validates before touching state
-            self.counters.rejected += 1
-            self.last_reason = f"model {self.model!r} rejected the event: {exc}"
-            return REJECTED
-        c = self.counters
-        c.applied += 1
-        c.ids_sum = (c.ids_sum + id_hash(event.id)) & _MASK64
-        if self.seen_keep:
-            self.seen[event.id] = None
-            if len(self.seen) > self.seen_keep:
-                self.seen.popitem(last=False)
-            self.new_ids.append((c.applied, event.id))
+            return self._reject(f"model {self.model!r} rejected the event: {exc}")
+        self._applied(event.id)
         self.stats.update(
             np.asarray(event.x, dtype=np.float64),
             event.y,
@@ -122,6 +115,35 @@ class ModelRuntime:
             report.diagnostics,
         )
         return APPLIED
+
+    def _register(self, event: Event) -> str:
+        """A transductive block (docs/events.md §3): ``learner.register(vectors)``."""
+        register = getattr(self.learner, "register", None)
+        if register is None:
+            return self._reject(
+                f"model {self.model!r} (kind {self.learner.kind}) does not take block registration"
+            )
+        try:
+            register(event.vectors)
+        except ValueError as exc:  # the learner leaves its state untouched
+            return self._reject(f"model {self.model!r} refused the block: {exc}")
+        self._applied(event.id)
+        return APPLIED
+
+    def _reject(self, reason: str) -> str:
+        self.counters.rejected += 1
+        self.last_reason = reason
+        return REJECTED
+
+    def _applied(self, event_id: str) -> None:
+        c = self.counters
+        c.applied += 1
+        c.ids_sum = (c.ids_sum + id_hash(event_id)) & _MASK64
+        if self.seen_keep:
+            self.seen[event_id] = None
+            if len(self.seen) > self.seen_keep:
+                self.seen.popitem(last=False)
+            self.new_ids.append((c.applied, event_id))
 
     def checkpoint_write(self, topic: str) -> CheckpointWrite:
         assert self.stamp is not None

@@ -197,8 +197,13 @@ def replay(specs: dict[str, dict[str, Any]], log: list[tuple[int, int, Any, byte
             r.duplicates += 1
             continue
         try:
-            r.learner.learn(ev["x"], ev["y"], hint=ev.get("hint"))
-        except ValueError:
+            if ev.get("type") == "register":
+                r.learner.register(ev["vectors"])
+            elif ev.get("type") is not None:
+                raise ValueError("unknown event type")
+            else:
+                r.learner.learn(ev["x"], ev["y"], hint=ev.get("hint"))
+        except (ValueError, AttributeError):
             r.rejected += 1
             continue
         seen[ev["model"]].add(ev["id"])

@@ -243,3 +243,50 @@ async def test_worker_health_and_metrics_endpoint(make_settings, redis_url) -> N
     assert status.endswith("200 OK")
     assert 'onlinepredict_worker_records_total{outcome="applied"} 30.0' in body
     await r.aclose()
+
+
+async def test_register_control_events_are_applied_in_log_order(make_settings, redis_url) -> None:
+    """docs/events.md §3: a transductive block registered before its labels."""
+    import learners
+
+    if "transductive" not in learners.REGISTRY:
+        pytest.skip("the transductive learner is not installed")
+    st = make_settings(commit_interval_s=0.2)
+    r, keys = Redis.from_url(redis_url), Keys(st.key_prefix)
+    specs = {
+        "tr": {"id": "tr", "kind": "transductive", "dim": 2, "params": {}},
+        "plain": {"id": "plain", "kind": "pa", "dim": 2, "params": {}},
+    }
+    for spec in specs.values():
+        await registry.create_spec(r, keys, spec)
+    block = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+    events = [
+        {"model": "tr", "id": "b1", "type": "register", "vectors": block},
+        *[make_event("tr", f"t{i}", row, float(sum(row))) for i, row in enumerate(block)],
+        {"model": "tr", "id": "b1", "type": "register", "vectors": block},  # re-sent: dropped
+        {"model": "plain", "id": "p1", "type": "register", "vectors": block},
+        {"model": "tr", "id": "bad", "type": "nonsense"},
+    ]
+    await produce(st, events)
+
+    async def done() -> bool:
+        a = await read_state(r, keys, "tr")
+        b = await read_state(r, keys, "plain")
+        return (
+            a is not None
+            and b is not None
+            and a.counters.applied + a.counters.duplicate + a.counters.rejected == 6
+        )
+
+    await _run_until(st, done)
+    log = await read_topic(st, st.events_topic)
+    ref = replay(specs, log)
+    tr = await read_state(r, keys, "tr")
+    assert tr.state == encode_state(ref["tr"].learner.state())
+    assert (tr.counters.applied, tr.counters.duplicate, tr.counters.rejected) == (4, 1, 1)
+    letters = [json.loads(v) for _, _, _, v in await read_topic(st, st.deadletter_topic)]
+    reasons = sorted(x["reason"] for x in letters)
+    assert len(reasons) == 2
+    assert "does not take block registration" in reasons[0]
+    assert "unknown event type 'nonsense'" in reasons[1]
+    await r.aclose()
