@@ -76,6 +76,9 @@ class _Quantifier(Learner):
     dual_gamma_: np.ndarray
     n_pos_: int
     n_neg_: int
+    pos_weight_: float
+    neg_weight_: float
+    weight_: float
     cal_scores_: np.ndarray
     cal_labels_: np.ndarray
     cal_count_: int
@@ -89,6 +92,8 @@ class _Quantifier(Learner):
         W = int(self.window)
         self.n_pos_ = 0
         self.n_neg_ = 0
+        self.pos_weight_ = 0.0  # (discounted) class counts behind the running prior
+        self.neg_weight_ = 0.0
         self.cal_scores_ = np.zeros(W)
         self.cal_labels_ = np.zeros(W)
         self.cal_count_ = 0
@@ -118,7 +123,12 @@ class _Quantifier(Learner):
         """p: fixed, or the running estimate (n_pos + 1)/(n_labelled + 2) (spec §3.3)."""
         if self.prior is not None:
             return float(self.prior)
-        return (self.n_pos_ + 1.0) / (self.n_pos_ + self.n_neg_ + 2.0)
+        return (self.pos_weight_ + 1.0) / (self.pos_weight_ + self.neg_weight_ + 2.0)
+
+    def _decay(self) -> float:
+        """Forgetting factor of the running sums: 1 (the paper's 1/t averages) unless a
+        subclass enables the §3.4 forgetting mode."""
+        return 1.0
 
     @property
     def class_prior(self) -> float:
@@ -213,10 +223,13 @@ class _Quantifier(Learner):
         self.cal_scores_[i] = s
         self.cal_labels_[i] = float(y)
         self.cal_count_ += 1
+        lam = self._decay()
         if y > 0:
             self.n_pos_ += 1
         else:
             self.n_neg_ += 1
+        self.pos_weight_ = lam * self.pos_weight_ + (1.0 if y > 0 else 0.0)
+        self.neg_weight_ = lam * self.neg_weight_ + (0.0 if y > 0 else 1.0)
         extra = self._update(xb, int(y))
         diag = self._diagnostics(labelled=True)
         diag.update(extra)
@@ -295,6 +308,7 @@ class _Quantifier(Learner):
         self.w_ = w0.copy()
         self.w_sum_ = np.zeros_like(w0)
         self.t_ = 0
+        self.weight_ = 0.0  # sum of the averaging weights (= t_ without forgetting)
         self.sum_r_ = np.zeros(2)
         self.sum_q_ = np.zeros(2)
         for name in ("rho_", "z_", "dual_alpha_", "dual_beta_", "dual_gamma_"):
@@ -341,31 +355,40 @@ class _Quantifier(Learner):
             s1, s2 = 0.0, g / n
             c = g1 * a2 + g2 * b2
             scale = dr / n
+        lam = self._decay()
         self.t_ += 1
         t = self.t_
-        eta = self.eta0 / math.sqrt(t)
+        # eta_t = eta0/sqrt(t); the forgetting mode floors it at eta0/sqrt(half_life)
+        eta = self.eta0 / math.sqrt(t if lam == 1.0 else min(t, self._half_life()))
         if scale != 0.0 and c != 0.0:  # step 4: w <- Proj(w + eta c G), G = scale y x
             w = w + (eta * c * scale * y) * xb
             norm = math.sqrt(float(w @ w))
             if norm > self.radius:
                 w = w * (self.radius / norm)
             self.w_ = w
+        if lam != 1.0:
+            self.w_sum_ *= lam
         self.w_sum_ += self.w_  # step 5
+        self.weight_ = lam * self.weight_ + 1.0
+        norm = self.weight_
         r1, r2 = self.rho_.tolist()
         z1, z2 = self.z_.tolist()
         # step 6: pi = zeta(rho) + <grad, s - rho> (Fenchel-Young form of alpha.s - zeta*)
         pi1 = z1 + a1 * (s1 - r1) + a2 * (s2 - r2)
         pi2 = z2 + b1 * (s1 - r1) + b2 * (s2 - r2)
         sr, sq = self.sum_r_, self.sum_q_  # step 7
-        sr1, sr2 = float(sr[0]) + s1, float(sr[1]) + s2
-        sq1, sq2 = float(sq[0]) + pi1, float(sq[1]) + pi2
+        sr1, sr2 = lam * float(sr[0]) + s1, lam * float(sr[1]) + s2
+        sq1, sq2 = lam * float(sq[0]) + pi1, lam * float(sq[1]) + pi2
         sr[0], sr[1], sq[0], sq[1] = sr1, sr2, sq1, sq2
-        rb1, rb2 = sr1 / t, sr2 / t
-        qb1, qb2 = sq1 / t, sq2 / t
+        rb1, rb2 = sr1 / norm, sr2 / norm  # running means (exponential ones when forgetting)
+        qb1, qb2 = sq1 / norm, sq2 / norm
         # step 8: rho = clip(r_bar, 0, 1) [EXT guard, §8 item 4]
         self._set_duals(min(1.0, max(0.0, rb1)), min(1.0, max(0.0, rb2)), (qb1, qb2))
         return {"eta": eta, "c": c, "tpr_bar": rb1, "tnr_bar": rb2}
 
     def _nemsis_average(self) -> np.ndarray:
         """The averaged iterate w_bar = w_sum / t (the paper's output); w before any step."""
-        return self.w_sum_ / self.t_ if self.t_ > 0 else self.w_.copy()
+        return self.w_sum_ / self.weight_ if self.t_ > 0 else self.w_.copy()
+
+    def _half_life(self) -> float:
+        return math.inf

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from learners._constraints import Boolean, Constraint, Interval, Options
+from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options
 from learners.quantification import nested
 from learners.quantification._quantifier import _Quantifier
 
@@ -62,6 +62,11 @@ class NEMSIS(_Quantifier):
         Append a constant 1 feature (inside the projection; §8 item 7).
     average : bool, default=True
         Serve the averaged iterate (the paper's output) or the last one.
+    half_life : float or None, default=None
+        Forgetting mode for drifting streams (spec §3.4 [EXT]): the running sums behind
+        r_bar, q_bar, w_bar and the running prior decay by 2^(-1/half_life) per labelled
+        event, and the step size stops shrinking at ``eta0 / sqrt(half_life)``. None
+        (default) reproduces the paper's 1/t averages exactly.
 
     Attributes
     ----------
@@ -106,12 +111,14 @@ class NEMSIS(_Quantifier):
         "C": Interval(0.0, 1.0),
         "beta": Interval(0.0, math.inf, closed="neither"),
         "average": Boolean(),
+        "half_life": NoneOr(Interval(1.0, math.inf)),
     }
 
     measure: str
     C: float
     beta: float
     average: bool
+    half_life: float | None
 
     def __init__(
         self,
@@ -130,6 +137,7 @@ class NEMSIS(_Quantifier):
         window: int = 1000,
         fit_intercept: bool = True,
         average: bool = True,
+        half_life: float | None = None,
     ):
         self._init_params(
             dim,
@@ -147,6 +155,7 @@ class NEMSIS(_Quantifier):
                 "window": window,
                 "fit_intercept": fit_intercept,
                 "average": average,
+                "half_life": half_life,
             },
         )
         self._init_common_state()
@@ -160,6 +169,12 @@ class NEMSIS(_Quantifier):
             # §2.3 step 8: floor q_bar at 1e-6 so grad Psi_Q stays finite
             return nested.psi_q_grad(max(q1, 1e-6), max(q2, 1e-6), self.beta)
         return nested.linear_weights(self.measure, p, eps, self.C)
+
+    def _decay(self) -> float:
+        return 1.0 if self.half_life is None else 0.5 ** (1.0 / self.half_life)
+
+    def _half_life(self) -> float:
+        return math.inf if self.half_life is None else float(self.half_life)
 
     def _served(self) -> np.ndarray:
         return self._nemsis_average() if self.average else self.w_
@@ -184,4 +199,5 @@ class NEMSIS(_Quantifier):
             {"measure": "q", "beta": 2.0, "window": 16},
             {"measure": "bakld", "C": 0.25, "prior": 0.3, "eps": 0.01},
             {"measure": "negkld", "ns": False, "reward": "logistic", "average": False},
+            {"measure": "bakld", "half_life": 20.0, "window": 10},
         ]

@@ -229,3 +229,26 @@ def test_running_prior_matches_fixed_prior() -> None:
         _, running = run("bakld", 0.2, seed, C=0.5, running=True)
         assert abs(fixed["ba"] - running["ba"]) <= 0.02, (seed, fixed, running)
         assert abs(fixed["kld"] - running["kld"]) <= 0.005, (seed, fixed, running)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_forgetting_mode_follows_a_prior_change(seed: int) -> None:
+    """§3.4 [EXT]: with a half-life the running prior and CC track a prior switch that the
+    paper's 1/t averages (half_life=None) only half follow."""
+    rng, u = direction(seed)
+    X1, y1 = gaussian(rng, 10_000, 0.2, u)
+    X2, y2 = gaussian(rng, 10_000, 0.6, u)
+    Xt, yt = gaussian(rng, 20_000, 0.6, u)
+    X, y = np.vstack([X1, X2]), [int(v) for v in np.concatenate([y1, y2])]
+    truth = float(np.mean(yt > 0))
+    errs = {}
+    for half_life in (None, 1000.0):
+        m = NEMSIS(D, measure="bakld", C=0.5, half_life=half_life, eps=1e-4)
+        m.learn_many(X, y)
+        errs[half_life] = abs(m.quantify(Xt) - truth)
+        if half_life is not None:
+            assert abs(m.class_prior - 0.6) < 0.05
+        else:
+            assert abs(m.class_prior - 0.4) < 0.02  # the cumulative estimate
+    assert errs[1000.0] < errs[None], errs
