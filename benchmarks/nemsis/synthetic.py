@@ -10,7 +10,7 @@ Part C (Fig. 3 substitute): the Table-3 clones (n capped, 70/30 split, 20% of tr
 validation), KLD of NEMSIS-NS (NegKLD, BAKLD), 1PMB, the batch structural-SVM substitute
 and logistic regression + CC/ACC/PCC/PACC.
 
-    python benchmarks/nemsis/synthetic.py [--seeds 8] [--clone-cap 50000] [--skip-clones]
+    python benchmarks/nemsis/synthetic.py [--seeds 8] [--clone-cap 50000] [--skip-clones] [--out F]
 
 Writes benchmarks/results/nemsis/synthetic.md and synthetic_kld.png, and prints them.
 """
@@ -228,6 +228,7 @@ def main() -> None:
     ap.add_argument("--clone-seeds", type=int, default=3)
     ap.add_argument("--clone-cap", type=int, default=50_000)
     ap.add_argument("--skip-clones", action="store_true")
+    ap.add_argument("--out", default="synthetic.md", help="file name under results/nemsis")
     args = ap.parse_args()
     t0 = time.time()
     text_a, _ = part_a(args.seeds)
@@ -238,7 +239,7 @@ def main() -> None:
         parts.append(text_c)
         plot_clones(kld)
     parts.append(f"\n(total {time.time() - t0:.0f} s)\n")
-    write("synthetic.md", "\n".join(parts))
+    write(args.out, "\n".join(parts))
 
 
 if __name__ == "__main__":
