@@ -260,5 +260,6 @@ def write(name: str, text: str) -> Path:
     path = RESULTS / name
     path.write_text(text)
     print(text)
-    print(f"\nwritten to {path.relative_to(ROOT)}")
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    print(f"\nwritten to {shown}")
     return path
