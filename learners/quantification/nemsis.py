@@ -80,6 +80,9 @@ class NEMSIS(_Quantifier):
         Linearisation point, zeta(rho) and the dual variables alpha, beta, gamma.
     n_pos_, n_neg_ : int
         Labelled events per class.
+    pos_weight_, neg_weight_, weight_ : float
+        (Discounted) class counts behind the running prior and the sum of the averaging
+        weights (equal to the counts and to ``t_`` unless ``half_life`` is set).
     cal_scores_, cal_labels_, unl_scores_ : ndarray of shape (window,)
         Ring buffers of prequential labelled scores and of unlabelled scores.
 
