@@ -1,0 +1,84 @@
+"""Worker pieces without a broker: event decoding, the per-model protocol, fault parsing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from service.store.checkpoints import Stamp, id_hash
+from service.worker.events import InvalidEvent, decode_event, encode_event, raw_event_id
+from service.worker.faults import Faults
+from service.worker.models import APPLIED, DUPLICATE, REJECTED, SKIPPED, ModelRuntime
+
+SPEC = {"id": "m", "kind": "pa", "dim": 2, "params": {}}
+
+
+def _raw(**fields: object) -> bytes:
+    return json.dumps({"model": "m", "id": "e1", "x": [1.0, 2.0], "y": 0.5, **fields}).encode()
+
+
+def test_decode_valid_event_and_roundtrip() -> None:
+    ev = decode_event(b"m", _raw(hint=0.25, ts=3.0))
+    assert (ev.model, ev.id, ev.x, ev.y, ev.hint, ev.ts) == ("m", "e1", [1.0, 2.0], 0.5, 0.25, 3.0)
+    key, value = encode_event(ev)
+    assert decode_event(key, value) == ev
+    assert decode_event(b"m", _raw(y=None)).y is None  # unlabelled
+    assert decode_event(b"m", _raw(y=True)).y is True
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        (b"m", None, "no value"),
+        (b"m", b"\xff\xfe", "not valid JSON"),
+        (b"m", b"[1, 2]", "JSON object"),
+        (b"m", json.dumps({"id": "e", "x": [1]}).encode(), "'model'"),
+        (b"other", _raw(), "record key 'other'"),
+        (None, _raw(), "record key None"),
+        (b"m", _raw(id=""), "'id'"),
+        (b"m", _raw(id="x" * 257), "'id'"),
+        (b"m", _raw(x=[]), "'x'"),
+        (b"m", _raw(x=[1, "2"]), "'x'"),
+        (b"m", _raw(x=[True, 1.0]), "'x'"),
+        (b"m", b'{"model":"m","id":"e","x":[Infinity,1],"y":1}', "finite"),
+        (b"m", _raw(y=[1]), "'y'"),
+        (b"m", _raw(hint="a"), "'hint'"),
+        (b"m", _raw(type="reset"), "unknown event type"),
+        (b"m", _raw(type="register", vectors=[[1, None]]), "'vectors'"),
+    ],
+)
+def test_decode_rejects_with_a_reason(key, value, fragment) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InvalidEvent) as info:
+        decode_event(key, value)
+    assert fragment in info.value.reason
+
+
+def test_raw_event_id_reads_ids_of_invalid_records_too() -> None:
+    assert raw_event_id(_raw(x="bad")) == "e1"
+    assert raw_event_id(b"{oops") == "" and raw_event_id(None) == ""
+
+
+def test_runtime_skips_covered_drops_duplicates_rejects_bad_input() -> None:
+    rt = ModelRuntime.create(SPEC, None, [], seen_keep=2)
+    e1, e2, e3 = (decode_event(b"m", _raw(id=i)) for i in ("a", "b", "c"))
+    assert rt.handle(e1, 0, 5) == APPLIED
+    assert rt.handle(e1, 0, 5) == SKIPPED  # at or below the stamp: already in the state
+    assert rt.handle(e1, 0, 6) == DUPLICATE  # same id again later in the log
+    bad = decode_event(b"m", _raw(id="d", x=[1.0, 2.0, 3.0]))
+    assert rt.handle(bad, 0, 7) == REJECTED and "dimension 2" in rt.last_reason
+    assert rt.handle(e2, 0, 8) == APPLIED and rt.handle(e3, 0, 9) == APPLIED
+    assert rt.handle(e1, 0, 10) == APPLIED  # evicted from the 2-id window: learned again
+    c = rt.counters
+    assert (c.applied, c.duplicate, c.rejected) == (4, 1, 1)
+    assert c.ids_sum == (2 * id_hash("a") + id_hash("b") + id_hash("c")) % 2**64
+    assert rt.stamp == Stamp(0, 10, "a")
+    assert [i for _, i in rt.new_ids] == ["a", "b", "c", "a"]
+
+
+def test_faults_parse_and_refuse_unknown_points() -> None:
+    f = Faults("after_learn=0.5, after_commit")
+    assert f.rates == {"after_learn": 0.5, "after_commit": 1.0}
+    with pytest.raises(ValueError, match="unknown fault point"):
+        Faults("somewhere=1")
+    Faults("").hit("after_learn")  # no faults: nothing happens
