@@ -45,5 +45,14 @@ lint: $(STAMP)
 up: $(STAMP)
 	$(BIN)/onlinepredict up --demo
 
+## Chaos suite, full size: 100,000 events under repeated faults, fuzzing, corrupt state;
+## prints the fault table (make test runs the short version).
+chaos: $(STAMP)
+	OP_CHAOS_FULL=1 $(BIN)/python -m pytest -q -s tests/chaos
+
+## Soak (not in CI): 10 min at 80% of the measured max event rate with predict traffic.
+soak: $(STAMP)
+	$(BIN)/python benchmarks/soak.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
