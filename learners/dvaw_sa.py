@@ -86,7 +86,7 @@ class DVAWStronglyAdaptive(Learner):
         expert starts again; the full-history experts (``augment``) keep learning.
     hint : {"self", "external"}, default="self"
         Self-confident clipped hints or y~ = y^Ref (as in ``dvaw-ensemble``).
-    ref : {"last", "zero"}, default="last"
+    ref : {"last", "zero"}, default="zero"
         y^Ref_t = y_{t-1} or 0; an event ``hint`` overrides it.
     augment : bool, default=True
         Add the full-history experts with prior 1/2 (the SA-plus of §5.5); False is the
@@ -169,7 +169,7 @@ class DVAWStronglyAdaptive(Learner):
         base: float = 2.0,
         horizon: int = DEFAULT_HORIZON,
         hint: str = "self",
-        ref: str = "last",
+        ref: str = "zero",
         augment: bool = True,
         stabilised: bool = True,
         refresh: int = DEFAULT_REFRESH,
