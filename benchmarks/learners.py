@@ -234,8 +234,10 @@ def run_cell(kind: str, d: int, budget: float, prev: Cell | None) -> Cell:
     init = time.perf_counter() - t0
     events, secs = time_ours(learner, X, y, budget)
     cell.rate, cell.events = events / secs, events
+    if events == 1:
+        cell.note = "one event over the budget: 1 event timed, first-call costs included"
     if init > 0.5:
-        cell.note = f"construction {init:.1f} s"
+        cell.note = "; ".join(filter(None, [cell.note, f"construction {init:.1f} s"]))
     for make, what in PEERS.get(kind, lambda *a: [])(d, X, y):
         p = make()
         n_ev, p_secs = time_peer(p, len(X), budget)
