@@ -122,15 +122,10 @@ def test_learn_predict_label_once(stack: tuple[TestClient, Settings]) -> None:
     assert f'onlinepredict_events_total{{model="{mid}",outcome="duplicate"}} 25.0' in metrics
 
 
-@pytest.mark.xfail(
-    reason="the worker does not apply 'register' control events yet (docs/events.md §3)",
-    strict=True,
-)
 def test_registered_block_is_applied_by_the_worker(stack: tuple[TestClient, Settings]) -> None:
     import learners
 
-    if "transductive" not in learners.REGISTRY:
-        pytest.skip("transductive not installed")
+    assert "transductive" in learners.REGISTRY
     client, _ = stack
     mid = "e2e-transductive"
     assert (
