@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 import typer
-from _client_support import CLI_MODULE, cli, free_port
+from tests.clients._client_support import CLI_MODULE, cli, free_port
 from typer.testing import CliRunner
 
 from clients import Client

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 import pytest
-from _client_support import ROOT
+from tests.clients._client_support import ROOT
 
 
 def run_example(name: str, env: dict[str, str], *args: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 import pytest
-from _client_support import free_port
+from tests.clients._client_support import free_port
 
 from clients import AsyncClient, Client
 from clients.errors import (
