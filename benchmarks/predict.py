@@ -55,10 +55,13 @@ def redis_url() -> tuple[str, object | None]:
     return server.url, server
 
 
-def start_server(app: str, port: int, env: dict[str, str], factory: bool) -> subprocess.Popen:
+def start_server(
+    app: str, port: int, env: dict[str, str], factory: bool, root: Path = ROOT
+) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port)]
     cmd += ["--log-level", "warning", "--no-access-log"] + (["--factory"] if factory else [])
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+    env = {**env, "PYTHONPATH": str(root)}
+    return subprocess.Popen(cmd, cwd=root, env=env, stdin=subprocess.DEVNULL)
 
 
 def wait_http(port: int, path: str, timeout: float = 30.0) -> None:
@@ -180,6 +183,13 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=4.0, help="per load run")
     ap.add_argument("--conns", type=int, default=16, help="connections of the closed loop")
     ap.add_argument("--rounds", type=int, default=2, help="alternating max-rate rounds")
+    ap.add_argument(
+        "--app-root",
+        type=Path,
+        default=ROOT,
+        help="serve our API from this tree (e.g. an older commit's `git archive` of learners"
+        " and service) for before/after comparisons; results then go to predict-<name>.md",
+    )
     args = ap.parse_args()
     started = time.perf_counter()
     info = _bench.machine()
@@ -198,7 +208,7 @@ def main() -> None:
     )
     ports = {"ours": free_port(), "bare": free_port()}
     procs = {
-        "ours": start_server("service.api.app:create_app", ports["ours"], env, True),
+        "ours": start_server("service.api.app:create_app", ports["ours"], env, True, args.app_root),
         "bare": start_server("benchmarks._bench_bare:app", ports["bare"], env, False),
     }
     tmp = Path(tempfile.mkdtemp(prefix="opbench-"))
@@ -359,8 +369,11 @@ def report(results: dict, info: str, elapsed: float, args, removed: int) -> None
             "![predict](predict.png)",
         ]
     )
-    write(RESULTS / "predict.md", text + "\n")
-    plot(results, RESULTS / "predict.png")
+    stem = "predict" if args.app_root == ROOT else f"predict-{args.app_root.name}"
+    if args.app_root != ROOT:
+        text = text.replace("# Predict latency", f"# [API from {args.app_root}] Predict latency")
+    write(RESULTS / f"{stem}.md", text + "\n")
+    plot(results, RESULTS / f"{stem}.png")
 
 
 def plot(results: dict, path: Path) -> None:
