@@ -20,6 +20,7 @@ from service.api.routes import capabilities, events, health, labels, models, pre
 from service.api.serving import ModelCache
 from service.api.store import ApiStore
 from service.config import Settings, get_settings
+from service.dashboard.router import router as dashboard_router
 from service.store.keys import Keys
 
 logger = logging.getLogger(__name__)
@@ -81,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             {"name": "labels", "description": "Delayed labels joined to a prediction."},
             {"name": "tasks", "description": "Quantify, portfolio, transductive blocks."},
             {"name": "health", "description": "Liveness, readiness, Prometheus metrics."},
+            {"name": "dashboard", "description": "The built-in live dashboard's JSON feed."},
         ],
     )
     app.state.settings = settings
@@ -88,6 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     for module in (models, predict, events, labels, capabilities, health):
         app.include_router(module.router)
+    app.include_router(dashboard_router)
     app.add_middleware(
         LimitsAndTiming,
         max_body_bytes=settings.max_body_bytes,

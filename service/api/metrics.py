@@ -1,6 +1,6 @@
 """``/metrics``: per-model event counters and dead-letter total read from Redis (so every API
 replica shows the same figures, whichever worker owns a model), plus the API's own request
-latency histogram and process metrics."""
+latency histogram, ``onlinepredict_build_info`` and process metrics."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from prometheus_client import (
 
 from learners.codec import decode_state
 from service.api.store import ApiStore
+from service.metrics.build import BuildInfoCollector
 from service.metrics.exposition import ModelSnapshot, SnapshotCollector
 from service.metrics.running import RunningStats
 
@@ -43,6 +44,7 @@ class ApiMetrics:
             "1 when the last /metrics scrape could read Redis.",
             registry=self.registry,
         )
+        self.registry.register(BuildInfoCollector())  # type: ignore[arg-type]
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import pathlib
 import time
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse
 
+from service.api.deps import StoreDep
+from service.api.security import ReadKey
 from service.metrics.snapshots import read_snapshots
-from service.store.keys import Keys
 
 HERE = pathlib.Path(__file__).parent
 STATIC = HERE / "static"
@@ -23,14 +24,6 @@ VENDOR_FILES = {"uPlot.iife.min.js", "uPlot.min.css"}
 STATIC_FILES = {"dashboard.js", "dashboard.css"}
 
 router = APIRouter(tags=["dashboard"])
-
-
-def _redis(request: Request) -> Any:
-    return request.app.state.redis
-
-
-def _keys(request: Request) -> Keys:
-    return Keys(request.app.state.settings.key_prefix)
 
 
 @router.get("/dashboard", response_class=HTMLResponse, include_in_schema=False)
@@ -59,12 +52,11 @@ async def dashboard_vendor(name: str) -> FileResponse:
     return FileResponse(VENDOR / name)
 
 
-@router.get("/v1/dashboard/data", summary="Live figures of every model")
-async def dashboard_data(
-    redis: Annotated[Any, Depends(_redis)], keys: Annotated[Keys, Depends(_keys)]
-) -> dict[str, Any]:
-    """Counters, running figures, diagnostics and top holdings of every model."""
-    snaps = await read_snapshots(redis, keys, with_holdings=True)
+@router.get("/v1/dashboard/data", summary="Live figures of every model", dependencies=[ReadKey])
+async def dashboard_data(store: StoreDep) -> dict[str, Any]:
+    """Counters, running figures, diagnostics and top holdings of every model (the feed of
+    ``/dashboard``; needs the API key only when ``api_key_on_reads`` is on)."""
+    snaps = await read_snapshots(store.redis, store.keys, with_holdings=True)
     return {
         "ts": time.time(),
         "models": [

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from service.metrics.running import prevalence_estimate
+
 PREFIX = "onlinepredict_"
 OUTCOMES = ("applied", "duplicate", "rejected")
 
@@ -112,11 +114,12 @@ def model_families(snapshots: Iterable[ModelSnapshot]) -> Iterator[Metric]:
                 epsilon.add_metric([s.model], value)
             elif name.startswith("weight_"):
                 weights.add_metric([s.model, name.removeprefix("weight_")], value)
-            elif name in ("prevalence", "prevalence_estimate"):
-                prevalence.add_metric([s.model, "1"], value)
-                prevalence.add_metric([s.model, "-1"], 1.0 - value)
             elif name in ("active_assets", "active"):
                 active.add_metric([s.model], value)
+        est = prevalence_estimate(s.diagnostics)
+        if est is not None:
+            prevalence.add_metric([s.model, "1"], est)
+            prevalence.add_metric([s.model, "-1"], 1.0 - est)
     yield events
     yield mistakes
     yield from gauges.values()

@@ -86,7 +86,7 @@ class RunningStats:
             if self.n:
                 out["error_rate"] = self.mistakes / self.n
                 out["true_prevalence"] = self.positives / self.n
-                est = self.last.get("prevalence", self.last.get("prevalence_estimate"))
+                est = prevalence_estimate(self.last)
                 if est is not None:
                     out["quantification_kld"] = smoothed_kld(
                         out["true_prevalence"], est, max(self.n, 1)
@@ -137,6 +137,18 @@ class RunningStats:
             rs.regret.c_ = float(s["c"])
             rs.regret.loss_ = float(s["rloss"])
         return rs
+
+
+# diagnostic names under which quantifiers report their prevalence estimate (nemsis:
+# ``prevalence_cc``, classify-and-count over its unlabelled window)
+PREVALENCE_KEYS = ("prevalence", "prevalence_estimate", "prevalence_cc")
+
+
+def prevalence_estimate(diagnostics: dict[str, float]) -> float | None:
+    for key in PREVALENCE_KEYS:
+        if key in diagnostics:
+            return diagnostics[key]
+    return None
 
 
 def smoothed_kld(p: float, p_hat: float, n: int) -> float:

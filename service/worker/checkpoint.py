@@ -99,9 +99,9 @@ class Checkpoint:
         self.pending = 0
         self.last = ctx.clock()
         await with_redis(ctx, self._write_worker_stats, "worker stats")
-        logger.debug(
-            "checkpoint: %d models in %.1f ms", len(writes), 1e3 * (time.perf_counter() - started)
-        )
+        elapsed = time.perf_counter() - started
+        ctx.metrics.checkpoint.observe(elapsed)
+        logger.debug("checkpoint: %d models in %.1f ms", len(writes), 1e3 * elapsed)
 
     async def _write(self, writes: list[CheckpointWrite]):  # type: ignore[no-untyped-def]
         ctx = self.ctx

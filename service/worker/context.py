@@ -17,6 +17,7 @@ from service.config import Settings
 from service.store.keys import Keys
 from service.worker.deadletter import DeadLetters
 from service.worker.faults import Faults
+from service.worker.metrics import WorkerMetrics
 from service.worker.models import ModelRuntime
 
 
@@ -62,3 +63,4 @@ class WorkerContext:
     next_offset: dict[TopicPartition, int] = field(default_factory=dict)
     last_poll: float = 0.0  # clock() at the last poll: /healthz freshness
     generation: int = 0  # bumped on every assignment or seek: fetched batches go stale
+    metrics: WorkerMetrics = field(default_factory=WorkerMetrics)  # timings for /metrics

@@ -1,7 +1,9 @@
 """The worker's own HTTP endpoint (``worker_metrics_port`` > 0): ``/healthz`` and ``/metrics``.
 
 ``/healthz`` answers 200 while the poll loop turns (a worker stuck waiting for Redis
-longer than ``STALE_S`` answers 503); ``/metrics`` exposes the worker's counters. The
+longer than ``STALE_S`` answers 503); ``/metrics`` exposes the worker's counters, the
+update/checkpoint latency histograms, consumer lag and checkpoint age
+(``service.worker.metrics``), ``onlinepredict_build_info`` and the process metrics. The
 per-model learning metrics come from the API's ``/metrics`` (they live in Redis).
 """
 
@@ -11,10 +13,19 @@ import asyncio
 import logging
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from service.metrics.build import BuildInfoCollector
+from service.worker.checkpoint import Checkpoint
 from service.worker.context import WorkerContext
+from service.worker.metrics import TimingCollector
 
 logger = logging.getLogger(__name__)
 
@@ -49,9 +60,26 @@ class WorkerCollector:
         yield models
 
 
-async def serve_health(ctx: WorkerContext, port: int, host: str = "0.0.0.0") -> asyncio.Server:
+def worker_registry(ctx: WorkerContext, checkpoint: Checkpoint | None = None) -> CollectorRegistry:
+    """Everything a worker's ``/metrics`` shows."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(WorkerCollector(ctx))  # type: ignore[arg-type]
+    registry.register(TimingCollector(ctx, checkpoint))  # type: ignore[arg-type]
+    registry.register(BuildInfoCollector())  # type: ignore[arg-type]
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
+
+
+async def serve_health(
+    ctx: WorkerContext,
+    port: int,
+    host: str = "0.0.0.0",
+    *,
+    checkpoint: Checkpoint | None = None,
+) -> asyncio.Server:
+    registry = worker_registry(ctx, checkpoint)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

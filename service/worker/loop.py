@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from time import perf_counter
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord, TopicPartition
@@ -96,8 +97,10 @@ async def _handle(
         reason = failed.get(ev.model) or f"unknown model {ev.model!r}"
         await ctx.deadletters.send(rec, reason)
         return
+    started = perf_counter()
     outcome = rt.handle(ev, tp.partition, rec.offset)
     if outcome == APPLIED:
+        ctx.metrics.update_histogram(rt.learner.kind).observe(perf_counter() - started)
         st.applied += 1
         ctx.faults.hit("after_learn")
     elif outcome == DUPLICATE:
@@ -158,7 +161,7 @@ async def run_worker(
     if settings.worker_metrics_port:
         from service.worker.health import serve_health
 
-        health = await serve_health(ctx, settings.worker_metrics_port)
+        health = await serve_health(ctx, settings.worker_metrics_port, checkpoint=checkpoint)
     await ctx.producer.start()
     await ctx.probe.start()
     try:
