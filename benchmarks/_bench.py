@@ -99,6 +99,8 @@ def fmt_ratio(a: float | None, b: float | None) -> str:
     if not a or not b:
         return "–"
     r = a / b
+    if r < 0.1:
+        return f"{r:.2g}x"
     return f"{r:.2f}x" if r < 10 else f"{r:.0f}x"
 
 

@@ -326,7 +326,7 @@ def peers_table(cells: list[Cell]) -> str:
         for p in c.peers:
             agree = "timing only (different algorithm)"
             if p.max_diff is not None:
-                agree = f"max |diff| {p.max_diff:.1e} (rel {p.rel_diff:.1e})"
+                agree = f"max abs diff {p.max_diff:.1e} (rel {p.rel_diff:.1e})"
                 if not p.same:
                     agree += ": DISAGREES, not the paper's update"
             rows.append(
