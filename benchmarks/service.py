@@ -185,20 +185,42 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def worker_timings(port: int) -> dict[str, float]:
+    """Sums and counts of the worker's own ``update_seconds`` / ``checkpoint_seconds``
+    histograms from its ``/metrics`` (empty when the worker does not export them)."""
+    import httpx
+
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except httpx.HTTPError:
+        return {}
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        for name in ("update_seconds", "checkpoint_seconds"):
+            for part in ("sum", "count"):
+                head = f"onlinepredict_{name}_{part}"
+                if line.startswith(head):
+                    key = f"{name}_{part}"
+                    out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
 def run_worker(settings, n: int, timeout_s: float) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """Start a worker on the pre-produced topic and follow its ``applied`` counter."""
     import redis as redis_lib
 
+    from service.embedded import free_port
     from service.store.keys import Keys
 
     wid = f"bench-{uuid.uuid4().hex[:6]}"
     key = Keys(settings.key_prefix).worker(wid)
     client = redis_lib.Redis.from_url(settings.redis_url)
+    port = free_port()
+    env = settings_env(settings, wid)
+    env["ONLINEPREDICT_WORKER_METRICS_PORT"] = str(port)
+    t_start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.worker"],
-        cwd=ROOT,
-        env=settings_env(settings, wid),
-        stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", "service.worker"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL
     )
     samples: list[tuple[float, int, float, float]] = []  # (time, applied, cpu s, rss MB)
     rss_at: float | None = None
@@ -219,6 +241,8 @@ def run_worker(settings, n: int, timeout_s: float) -> dict[str, Any]:  # type: i
                 break
             time.sleep(POLL_S)
         rss_end = rss_mb(proc.pid)
+        timings = worker_timings(port)
+        t_stop = time.perf_counter()
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -238,6 +262,8 @@ def run_worker(settings, n: int, timeout_s: float) -> dict[str, Any]:  # type: i
         "rss_at": rss_at,
         "rss_end": rss_end,
         "rss_series": rss_series,
+        "timings": timings,
+        "lifetime": t_stop - t_start,
         "checkpoints_seen": len(samples),
     }
 
@@ -318,7 +344,7 @@ def main() -> None:
     run = uuid.uuid4().hex[:8]
     bootstrap, redis, stack = start_stack()
     prefixes = []
-    rows, ck_rows, mem = [], [], {}
+    rows, ck_rows, mem, ck_live = [], [], {}, []
     try:
         for tag, n_models, n in (("one", 1, args.events), ("many", N_MODELS, args.many_events)):
             settings = make_settings(bootstrap, redis, run, tag)
@@ -365,6 +391,20 @@ def main() -> None:
                     "busy": w["cpu"] / w["wall"],
                 }
             print(f"{tag}: worker CPU busy {100 * w['cpu'] / w['wall']:.0f}% of wall time")
+            tm = w["timings"]
+            if tm.get("checkpoint_seconds_count"):
+                ck_n, ck_s = tm["checkpoint_seconds_count"], tm["checkpoint_seconds_sum"]
+                up_n, up_s = max(tm.get("update_seconds_count", 0), 1), tm["update_seconds_sum"]
+                ck_live.append(
+                    [
+                        label,
+                        f"{int(ck_n):,}",
+                        f"{1e3 * ck_s / ck_n:.2f}",
+                        f"{100 * ck_s / w['lifetime']:.0f}%",
+                        f"{1e6 * up_s / up_n:.1f}",
+                        f"{100 * up_s / w['lifetime']:.0f}%",
+                    ]
+                )
         ck_settings = make_settings(bootstrap, redis, run, "ck")
         prefixes.append(ck_settings.key_prefix)
         for n_models, positions in ((1, [1_000, 10_000, 100_000]), (N_MODELS, [100, 1_000])):
@@ -376,10 +416,10 @@ def main() -> None:
         for proc in reversed(stack):
             proc.stop()
     elapsed = time.perf_counter() - started
-    report(rows, ck_rows, mem, info, elapsed, removed)
+    report(rows, ck_rows, ck_live, mem, info, elapsed, removed)
 
 
-def report(rows, ck_rows, mem, info: str, elapsed: float, removed: int) -> None:  # type: ignore[no-untyped-def]
+def report(rows, ck_rows, ck_live, mem, info: str, elapsed: float, removed: int) -> None:  # type: ignore[no-untyped-def]
     header = [
         "stream",
         "consumer",
@@ -392,6 +432,17 @@ def report(rows, ck_rows, mem, info: str, elapsed: float, removed: int) -> None:
     ck = markdown_table(
         ["models per commit", "events per model before", "median ms per commit", "KiB written"],
         ck_rows,
+    )
+    live = markdown_table(
+        [
+            "stream",
+            "checkpoints",
+            "ms per checkpoint",
+            "checkpoint share of worker lifetime",
+            "us per learn step",
+            "learn share of worker lifetime",
+        ],
+        ck_live,
     )
     growth = None
     if mem.get("rss_at") and mem.get("rss_end"):
@@ -429,6 +480,8 @@ def report(rows, ck_rows, mem, info: str, elapsed: float, removed: int) -> None:
     print(table)
     print()
     print(ck)
+    print()
+    print(live)
     print(mem_line)
     text = "\n\n".join(
         [
@@ -443,6 +496,11 @@ def report(rows, ck_rows, mem, info: str, elapsed: float, removed: int) -> None:
             vt,
             "## Worker vs raw consume, same topic, same run",
             table,
+            "## Inside the worker (its own update_seconds / checkpoint_seconds histograms)",
+            "A learn step is learner.learn plus the running statistics; a checkpoint is the"
+            " whole Checkpoint.commit (dead letters, states, Kafka offsets, worker counters)."
+            " Shares are of the worker process's lifetime (start-up and group join included).",
+            live if ck_live else "(this worker does not export the histograms)",
             "## Checkpoint cost per commit (in process, the worker's write_checkpoints)",
             "Each commit writes every touched model (state, stats, history entry, new seen"
             " ids) in one pipeline; measured after the given number of events per model, 20"
