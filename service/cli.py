@@ -82,6 +82,13 @@ def up(
     log_dir: Annotated[
         str | None, typer.Option(help="Write child process logs here (default: inherit).")
     ] = None,
+    observe: Annotated[
+        bool,
+        typer.Option(
+            help="Also start Prometheus (ONLINEPREDICT_PROMETHEUS_PORT) scraping the API and "
+            "every worker, and Grafana where grafana-server is installed."
+        ),
+    ] = False,
 ) -> None:
     """Start the broker and Redis if nothing answers at their addresses, create the topics,
     run the API and N workers (restarting any that dies); Ctrl-C stops everything cleanly."""
@@ -91,7 +98,9 @@ def up(
 
     _setup_logging()
     settings = _settings()
-    stack = Stack(settings, workers=workers, log_dir=Path(log_dir) if log_dir else None)
+    stack = Stack(
+        settings, workers=workers, log_dir=Path(log_dir) if log_dir else None, observe=observe
+    )
     install_signal_handlers(stack)
     try:
         stack.up()
@@ -104,6 +113,13 @@ def up(
         raise
     api_url = f"http://{settings.api_host}:{settings.api_port}"
     typer.echo(f"onlinepredict is up: API {api_url}, {workers} worker(s). Ctrl-C stops it.")
+    typer.echo(f"Live dashboard: {api_url}/dashboard")
+    if observe:
+        if not stack.wait_api():
+            typer.echo("the API did not come up: observability not started", err=True)
+        else:
+            for note in stack.start_observability():
+                typer.echo(note)
     feeder = None
     if demo:
         feeder = _start_demo(settings, stack.stopping, rate)

@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     max_dim: int = Field(default=100_000, ge=1)
     max_batch: int = Field(default=10_000, ge=1)
 
+    # --- observability (`onlinepredict up --observe`) ----------------------------------------
+    prometheus_port: int = Field(default=9090, ge=1, le=65535)  # the local Prometheus
+
     env: Literal["development", "production"] = "development"
 
     def kafka_options(self) -> dict[str, Any]:

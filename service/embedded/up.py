@@ -5,6 +5,9 @@
 2. Topics created.
 3. The API (``onlinepredict api``) and N workers (``onlinepredict worker``), each its own
    process; a worker or API that dies is restarted (with a short back-off).
+   With ``observe``: each worker gets its own metrics port, and a local Prometheus
+   (``prometheus_port``) scrapes the API and every worker; Grafana (provisioned with
+   ``deploy/grafana``) is started too where a ``grafana-server`` binary exists.
 4. On Ctrl-C / SIGTERM: workers are stopped first (their final checkpoint), then the API,
    then whatever broker/Redis this command started.
 """
@@ -25,8 +28,10 @@ from urllib.parse import urlparse
 
 from service.config import Settings
 from service.embedded.stack import (
+    EmbeddedError,
     EmbeddedProcess,
     broker_answers,
+    free_port,
     redis_answers,
     start_broker,
     start_redis,
@@ -116,7 +121,9 @@ class Stack:
     settings: Settings
     workers: int = 2
     log_dir: Path | None = None
+    observe: bool = False
     started: list[EmbeddedProcess] = field(default_factory=list)
+    worker_ports: list[int] = field(default_factory=list)  # metrics port per worker (0: none)
     children: list[Child] = field(default_factory=list)
     stopping: threading.Event = field(default_factory=threading.Event)
 
@@ -166,11 +173,22 @@ class Stack:
     def _log(self, name: str) -> Path | None:
         return self.log_dir / f"{name}.log" if self.log_dir else None
 
+    def _worker_port(self, i: int) -> int:
+        """Consecutive ports from ``worker_metrics_port`` (one per worker, they would clash
+        on one), else free ones when observing, else none."""
+        base = self.settings.worker_metrics_port
+        if base:
+            return base + i
+        return free_port() if self.observe else 0
+
     def start_processes(self) -> None:
         self.children.append(Child("api", ["api"], self.child_env(), self._log("api")))
-        for i in range(self.workers):
+        self.worker_ports = [self._worker_port(i) for i in range(self.workers)]
+        for i, port in enumerate(self.worker_ports):
             name = f"worker-{i}"
-            env = self.child_env(ONLINEPREDICT_WORKER_ID=f"up-{i}")
+            env = self.child_env(
+                ONLINEPREDICT_WORKER_ID=f"up-{i}", ONLINEPREDICT_WORKER_METRICS_PORT=str(port)
+            )
             self.children.append(Child(name, ["worker"], env, self._log(name)))
         for child in self.children:
             child.start()
@@ -205,6 +223,43 @@ class Stack:
                 time.sleep(0.2)
         return False
 
+    # ---- observability --------------------------------------------------------------------
+    def api_address(self) -> str:
+        host = self.settings.api_host
+        return f"{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{self.settings.api_port}"
+
+    def start_observability(self) -> list[str]:
+        """Prometheus scraping the API and every worker, then Grafana if installed; returns
+        what to tell the user (a missing binary is reported, not fatal)."""
+        from service.embedded.observe import start_grafana, start_prometheus
+
+        notes: list[str] = []
+        workers = [f"127.0.0.1:{p}" for p in self.worker_ports if p]
+        log = str(self.log_dir / "prometheus.log") if self.log_dir else None
+        try:
+            prom = start_prometheus(
+                self.api_address(), workers, port=self.settings.prometheus_port, log_path=log
+            )
+        except EmbeddedError as exc:
+            return [f"Prometheus not started: {exc}"]
+        self.started.append(prom)
+        notes.append(f"Prometheus {prom.url} (scraping the API and {len(workers)} worker(s))")
+        try:
+            port = 3000 if _port_free(3000) else free_port()
+            grafana = start_grafana(prom.url, port=port)
+        except EmbeddedError as exc:
+            notes.append(f"Grafana not started: {exc}")
+            return notes
+        if grafana is None:
+            notes.append(
+                "Grafana not started: no grafana-server binary on PATH (install Grafana, or "
+                "use the compose testbed; the built-in dashboard is at /dashboard)"
+            )
+        else:
+            self.started.append(grafana)
+            notes.append(f"Grafana {grafana.url} (dashboards 'Learners' and 'Service')")
+        return notes
+
     # ---- lifecycle ------------------------------------------------------------------------
     def up(self) -> None:
         if self.log_dir:
@@ -237,6 +292,17 @@ class Stack:
                     on_tick()
         finally:
             self.down()
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def install_signal_handlers(stack: Stack) -> None:
