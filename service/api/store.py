@@ -51,6 +51,14 @@ return #KEYS
 """
 
 
+def _rows_json(rows: list[list[float]]) -> list[str]:
+    """``[json.dumps(row) for row in rows]`` with one encoder call: float formatting
+    dominates a batch, and one call saves the per-call overhead (rows of numbers contain no
+    brackets, so splitting the encoded list on its row separators is exact)."""
+    text = json.dumps(rows)
+    return ["[" + part + "]" for part in text[2:-2].split("], [")]
+
+
 @dataclass(frozen=True)
 class Claim:
     duplicate: bool
@@ -152,8 +160,8 @@ class ApiStore:
         script call for the whole batch."""
         keys = [self.keys.prediction(model, pid) for pid, _, _ in rows]
         args: list[str | int] = [ttl_s, version, repr(time.time())]
-        for _, x, hint in rows:
-            args += [json.dumps(x), json.dumps(hint)]
+        for x_json, (_, _, hint) in zip(_rows_json([x for _, x, _ in rows]), rows, strict=True):
+            args += [x_json, json.dumps(hint)]
         await self._save_predictions(keys=keys, args=args)
 
     async def claim_prediction(self, model: str, prediction_id: str) -> Claim | None:
