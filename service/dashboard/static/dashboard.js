@@ -6,11 +6,17 @@ const history = new Map();   // model id -> {t: [], series: {name: []}}
 const charts = new Map();    // "model/chart" -> uPlot instance
 let timer = null;
 
+// Series are read from the model's figures, then its last-step diagnostics.
 const CHARTS = [
   { key: "regret", title: "Cumulative regret", series: ["cumulative_regret"] },
   { key: "loss", title: "Cumulative loss", series: ["cumulative_loss"] },
-  { key: "te", title: "Tracking error", series: ["rmse", "rmse_window", "tracking_error", "error_rate"] },
+  { key: "te", title: "Tracking error (RMSE) / error rate", series: ["rmse", "rmse_window", "tracking_error", "error_rate"] },
+  { key: "epsilon", title: "APAS epsilon", series: ["epsilon"] },
+  { key: "prevalence", title: "Prevalence: estimate vs true", series: ["prevalence_cc", "prevalence", "true_prevalence"],
+    requires: ["prevalence_cc", "prevalence"] },  // quantifiers only
 ];
+// Diagnostics shown as charts or bars rather than in the table.
+const CHARTED = /^(weight_\d+|gamma_\d+|epsilon|prevalence_cc|prevalence)$/;
 
 function esc(s) {
   return String(s).replace(/[&<>"']/g, c => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
@@ -29,7 +35,8 @@ function record(m, now) {
   const names = new Set(CHARTS.flatMap(c => c.series));
   for (const name of names) {
     if (!h.series[name]) h.series[name] = new Array(h.t.length - 1).fill(null);
-    h.series[name].push(name in m.figures ? m.figures[name] : null);
+    const v = name in m.figures ? m.figures[name] : m.diagnostics[name];
+    h.series[name].push(v === undefined ? null : v);
   }
   if (h.t.length > MAX_POINTS) {
     h.t.shift();
@@ -44,7 +51,8 @@ function section(m) {
   el = document.createElement("section");
   el.className = "model";
   el.id = "model-" + m.id;
-  el.innerHTML = `<h2></h2><div class="figures"></div><div class="charts"></div><div class="side"></div>`;
+  el.innerHTML = `<h2></h2><div class="figures"></div><div class="charts"></div>` +
+    `<div class="panels"><div class="weights"></div><div class="side"></div></div>`;
   el.querySelector("h2").innerHTML = `${esc(m.id)} <small>${esc(m.kind)}</small>`;
   document.getElementById("models").appendChild(el);
   return el;
@@ -53,7 +61,7 @@ function section(m) {
 function draw(m, h, el) {
   for (const c of CHARTS) {
     const present = c.series.filter(s => h.series[s] && h.series[s].some(v => v !== null));
-    if (!present.length) continue;
+    if (!present.length || (c.requires && !c.requires.some(s => present.includes(s)))) continue;
     const id = m.id + "/" + c.key;
     const data = [h.t, ...present.map(s => h.series[s])];
     let u = charts.get(id);
@@ -66,9 +74,9 @@ function draw(m, h, el) {
       el.querySelector(".charts").appendChild(box);
       const colors = ["#2563eb", "#dc2626", "#16a34a", "#9333ea"];
       u = new uPlot({
-        width: 420, height: 180,
+        width: 315, height: 150, legend: { live: false },
         series: [{}, ...present.map((s, i) => ({ label: s, stroke: colors[i % colors.length], width: 1.5 }))],
-        axes: [{}, { size: 70 }],
+        axes: [{}, { size: 70, values: (self, ticks) => ticks.map(fmt) }],
       }, data, box);
       charts.set(id, u);
     } else {
@@ -78,21 +86,35 @@ function draw(m, h, el) {
   }
 }
 
+function bars(title, rows) {
+  // rows: [label, value in [0, 1]]; the bar is scaled to the largest value
+  const top = Math.max(...rows.map(r => r[1]), 1e-12);
+  const body = rows.map(([label, v]) =>
+    `<div class="bar"><span class="label">${esc(label)}</span>` +
+    `<span class="track"><span style="width:${(100 * v / top).toFixed(1)}%"></span></span>` +
+    `<span class="value">${(100 * v).toFixed(1)}%</span></div>`).join("");
+  return `<div class="bars"><h3>${esc(title)}</h3>${body}</div>`;
+}
+
 function side(m, el) {
   const figs = Object.entries(m.figures).map(([k, v]) => `<span>${esc(k)} <b>${fmt(v)}</b></span>`);
   const counts = Object.entries(m.counters).map(([k, v]) => `<span>${esc(k)} <b>${esc(v)}</b></span>`);
   el.querySelector(".figures").innerHTML = counts.concat(figs).join("");
-  const rows = [];
-  if (m.holdings && m.holdings.length) {
-    rows.push(`<tr><td colspan="2"><b>Top holdings</b></td></tr>`);
-    for (const [name, w] of m.holdings) rows.push(`<tr><td>${esc(name)}</td><td>${(100 * w).toFixed(2)}%</td></tr>`);
-  }
-  const diag = Object.entries(m.diagnostics);
-  if (diag.length) {
-    rows.push(`<tr><td colspan="2"><b>Diagnostics</b></td></tr>`);
-    for (const [k, v] of diag) rows.push(`<tr><td>${esc(k)}</td><td>${fmt(v)}</td></tr>`);
-  }
-  el.querySelector(".side").innerHTML = rows.length ? `<table class="side">${rows.join("")}</table>` : "";
+  const blocks = [];
+  if (m.holdings && m.holdings.length) blocks.push(bars("Top holdings", m.holdings));
+  const weights = Object.keys(m.diagnostics).filter(k => /^weight_\d+$/.test(k))
+    .sort((a, b) => Number(a.slice(7)) - Number(b.slice(7)))
+    .map(k => {
+      const g = m.diagnostics["gamma_" + k.slice(7)];
+      return [g === undefined ? k : `γ=${g.toFixed(g > 0.999 ? 6 : 3)}`, m.diagnostics[k]];
+    });
+  if (weights.length) blocks.push(bars("Ensemble weights over discount factors", weights));
+  el.querySelector(".weights").innerHTML = blocks.join("");
+  const diag = Object.entries(m.diagnostics).filter(([k]) => !CHARTED.test(k));
+  el.querySelector(".side").innerHTML = diag.length
+    ? `<h3>Diagnostics (last step)</h3><div class="diag">` +
+      diag.map(([k, v]) => `<span>${esc(k)} <b>${fmt(v)}</b></span>`).join("") + `</div>`
+    : "";
 }
 
 async function tick() {

@@ -1,0 +1,219 @@
+"""Observability end to end, on a live embedded stack (API + two workers, four models, a
+continuous stream and HTTP traffic):
+
+1. a real Prometheus (Debian's ``prometheus``) scrapes the API and both workers every
+   second, and every query of every panel of every provisioned Grafana dashboard returns
+   data (at least one non-NaN series);
+2. headless Chromium (Debian's ``chromium``) opens the built-in ``/dashboard``: its charts
+   are drawn and update while the stream runs. With ``ONLINEPREDICT_SCREENSHOT=1`` the test
+   also refreshes ``docs/dashboard.png`` (the README's screenshot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from service.embedded.observe import start_prometheus
+from tests.e2e._live import Cdp, LiveStack, start_chromium, start_stack
+from tests.service.conftest import ROOT, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.service, pytest.mark.slow]
+
+DASHBOARDS = ROOT / "deploy" / "grafana" / "dashboards"
+SCREENSHOT = ROOT / "docs" / "dashboard.png"
+RATE_INTERVAL = "10s"  # what Grafana's $__rate_interval is at a 1 s scrape, with margin
+WAIT_S = 60.0  # bounds a hang, not a timing assertion
+APPLIED = 'sum(onlinepredict_events_total{outcome="applied"})'
+
+
+@pytest.fixture(scope="module")
+def live(make_settings: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    log_dir = tmp_path_factory.mktemp("observability")
+    stack = start_stack(make_settings, log_dir)
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+def panel_queries() -> list[tuple[str, str, str]]:
+    """(dashboard file, panel title, PromQL with Grafana's variables substituted)."""
+    out = []
+    for path in sorted(DASHBOARDS.glob("*.json")):
+        board = json.loads(path.read_text())
+        for panel in board["panels"]:
+            for target in panel["targets"]:
+                expr = target["expr"].replace("$__rate_interval", RATE_INTERVAL)
+                out.append((path.name, panel["title"], expr.replace("$model", ".*")))
+    return out
+
+
+def _query(prom: str, expr: str) -> list[dict[str, Any]]:
+    resp = httpx.get(f"{prom}/api/v1/query", params={"query": expr}, timeout=5)
+    body = resp.json()
+    assert body["status"] == "success", f"{expr}: {body}"
+    return body["data"]["result"]  # type: ignore[no-any-return]
+
+
+def _numbers(result: list[dict[str, Any]]) -> list[float]:
+    return [v for v in (float(r["value"][1]) for r in result) if not math.isnan(v)]
+
+
+def test_every_dashboard_query_returns_data(live: LiveStack, tmp_path: Path) -> None:
+    if shutil.which("prometheus") is None:
+        pytest.skip("no `prometheus` binary (Debian package prometheus; `make system-deps`)")
+    queries = panel_queries()
+    assert len(queries) >= 20
+    prom_proc = start_prometheus(
+        live.api_url.removeprefix("http://"),
+        [f"127.0.0.1:{p}" for p in live.worker_ports],
+        log_path=str(tmp_path / "prometheus.log"),
+    )
+    prom = prom_proc.url
+    try:
+        empty: list[str] = []
+
+        def all_answer() -> bool:
+            empty[:] = [f"{b} / {t}: {e}" for b, t, e in queries if not _numbers(_query(prom, e))]
+            return not empty
+
+        try:
+            wait_for(all_answer, WAIT_S, "every panel query to return data", interval=1.0)
+        except AssertionError:
+            pytest.fail("panel queries without data:\n" + "\n".join(empty))
+        assert not live.feed.errors, live.feed.errors[:5]
+
+        # the dashboards' $model variable: label_values(onlinepredict_events_total, model)
+        resp = httpx.get(
+            f"{prom}/api/v1/label/model/values",
+            params={"match[]": "onlinepredict_events_total"},
+            timeout=5,
+        )
+        assert {"obs-apas", "obs-dvaw", "obs-nemsis", "obs-arow"} <= set(resp.json()["data"])
+        # build_info from the API and from both workers
+        jobs = {r["metric"]["job"] for r in _query(prom, "onlinepredict_build_info")}
+        assert jobs == {"onlinepredict-api", "onlinepredict-worker"}
+        assert len(_query(prom, "onlinepredict_build_info")) == 3
+        # every partition is owned by one worker: lag reported once per partition
+        lag = _query(prom, "onlinepredict_consumer_lag")
+        parts = [r["metric"]["partition"] for r in lag]
+        assert sorted(parts) == sorted(set(parts)) and all(float(r["value"][1]) >= 0 for r in lag)
+        # the workers time every applied event; the API counts the checkpointed ones, which
+        # were learned before: read the API first, the workers two scrapes later
+        checkpointed = _numbers(_query(prom, APPLIED))[0]
+        time.sleep(2.5)
+        timed = _numbers(_query(prom, "sum(onlinepredict_update_seconds_count)"))[0]
+        assert 0 < checkpointed <= timed
+        deadletters = _numbers(_query(prom, "max(onlinepredict_deadletter_total)"))[0]
+        assert deadletters >= 1  # the wrong-dimension events
+        _report(prom, queries, live)
+    finally:
+        prom_proc.stop()
+
+
+def _report(prom: str, queries: list[tuple[str, str, str]], live: LiveStack) -> None:
+    """Print what the panels showed (``pytest -s``): one line per query."""
+    print(f"\nfeed: {live.feed.sent} events sent, {live.feed.http_ok} HTTP calls answered")
+    for board, title, expr in queries:
+        values = _numbers(_query(prom, expr))
+        print(f"{board:14s} {title[:42]:42s} n={len(values):3d} max={max(values):.4g}")
+
+
+def test_builtin_dashboard_draws_and_updates(live: LiveStack, tmp_path: Path) -> None:
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    if binary is None:
+        pytest.skip("no `chromium` binary (Debian package chromium; `make system-deps`)")
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    proc, ws_url = start_chromium(binary, profile)
+    try:
+        first, second, png = asyncio.run(_drive(ws_url, live.api_url + "/dashboard"))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except Exception:
+            proc.kill()
+    for name, state in (("first", first), ("later", second)):
+        print(f"\n/dashboard {name}: ticks {state['ticks']} charts {state['charts']}")
+    models = {"obs-apas", "obs-dvaw", "obs-nemsis", "obs-arow"}
+    assert models <= set(first["sections"])
+    # every model has its regret or loss chart drawn on a canvas
+    for model in models:
+        assert first["charts"].get(f"{model}/loss", 0) >= 2, (model, first)
+    assert first["charts"]["obs-apas/regret"] >= 2 and first["charts"]["obs-dvaw/te"] >= 2
+    assert first["canvases"] >= len(first["charts"])
+    # and they update: more ticks, more points on every chart, figures moved on
+    assert second["ticks"] > first["ticks"]
+    for chart, points in first["charts"].items():
+        assert second["charts"][chart] > points, chart
+    assert second["loss"] != first["loss"]
+    # diagnostics: APAS epsilon and nemsis' prevalence charted, holdings and weights as bars
+    assert first["charts"]["obs-apas/epsilon"] >= 2
+    assert first["charts"]["obs-nemsis/prevalence"] >= 2
+    assert "Top holdings" in second["text"]
+    assert "Ensemble weights over discount factors" in second["text"]
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+    (tmp_path / "dashboard.png").write_bytes(png)
+    if os.environ.get("ONLINEPREDICT_SCREENSHOT") == "1":
+        SCREENSHOT.write_bytes(png)
+
+
+PROBE = """(() => {
+  const charts = {};
+  for (const box of document.querySelectorAll('.chart[data-points]')) {
+    const id = box.closest('section').id.replace(/^model-/, '') + '/' + box.dataset.chart;
+    charts[id] = Number(box.dataset.points);
+  }
+  const loss = {};
+  for (const s of document.querySelectorAll('section.model')) {
+    const b = [...s.querySelectorAll('.figures span')]
+      .find(e => e.textContent.startsWith('cumulative_loss'));
+    loss[s.id] = b ? b.textContent : null;
+  }
+  return {
+    ticks: Number(document.body.dataset.ticks || 0),
+    sections: [...document.querySelectorAll('section.model')].map(s => s.id.replace(/^model-/, '')),
+    canvases: document.querySelectorAll('.chart canvas').length,
+    charts, loss, text: document.body.innerText,
+  };
+})()"""
+
+
+async def _drive(ws_url: str, url: str) -> tuple[dict[str, Any], dict[str, Any], bytes]:
+    import websockets
+
+    async with websockets.connect(ws_url, max_size=None) as ws:
+        cdp = Cdp(ws)
+        await cdp.call("Page.enable")
+        await cdp.call("Page.navigate", url=url)
+
+        async def until(pred: Any, what: str) -> dict[str, Any]:
+            deadline = time.monotonic() + WAIT_S
+            state: dict[str, Any] = {}
+            while time.monotonic() < deadline:
+                state = await cdp.evaluate(PROBE) or {}
+                if state and pred(state):
+                    return state
+                await asyncio.sleep(0.5)
+            raise AssertionError(f"timed out waiting for {what}: {state}")
+
+        first = await until(
+            lambda s: len(s["sections"]) >= 4 and len(s["charts"]) >= 12 and s["ticks"] >= 3,
+            "charts for the four models",
+        )
+        second = await until(lambda s: s["ticks"] >= first["ticks"] + 3, "three more refreshes")
+        shot = await cdp.call("Page.captureScreenshot", format="png")
+        return first, second, base64.b64decode(shot["data"])
