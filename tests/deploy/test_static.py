@@ -78,8 +78,9 @@ def test_dockerfile_runs_as_non_root_with_real_commands() -> None:
     }
     if importlib.util.find_spec("service.cli") is None:
         raise AssertionError("service/cli.py is missing")
-    from service.cli import app
     from typer.main import get_command
+
+    from service.cli import app
 
     cli = get_command(app)
     known = set(cli.commands)  # type: ignore[attr-defined]
@@ -105,3 +106,22 @@ def test_k8s_manifests_parse() -> None:
     for path in (ROOT / "deploy/k8s").glob("*.yaml"):
         kinds += [doc["kind"] for doc in yaml.safe_load_all(path.read_text()) if doc]
     assert {"Deployment", "Service", "ConfigMap", "ServiceMonitor"} <= set(kinds)
+
+
+def test_every_dashboard_metric_is_emitted_by_the_code() -> None:
+    """The names the panels query exist in the code (the e2e test also asks Prometheus)."""
+    from service.metrics.exposition import _GAUGES, PREFIX
+
+    source = "\n".join(p.read_text() for p in (ROOT / "service").rglob("*.py"))
+    emitted = set(re.findall(r'"(onlinepredict_[a-z_]+)"', source))
+    emitted |= {PREFIX + s for s in re.findall(r'PREFIX \+ "([a-z_]+)"', source)}
+    emitted |= {PREFIX + suffix for suffix, _, _ in _GAUGES.values()}
+    names: set[str] = set()
+    for path in (ROOT / "deploy/grafana/dashboards").glob("*.json"):
+        for panel in json.loads(path.read_text())["panels"]:
+            for target in panel["targets"]:
+                names |= set(re.findall(r"onlinepredict_[a-z_]+", target["expr"]))
+    assert names
+    for name in sorted(names):
+        base = re.sub(r"_(bucket|count|sum|total|info)$", "", name)
+        assert name in emitted or base in emitted, f"dashboards query {name}; no code emits it"
