@@ -82,7 +82,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             {"name": "labels", "description": "Delayed labels joined to a prediction."},
             {"name": "tasks", "description": "Quantify, portfolio, transductive blocks."},
             {"name": "health", "description": "Liveness, readiness, Prometheus metrics."},
-            {"name": "dashboard", "description": "The built-in live dashboard's JSON feed."},
         ],
     )
     app.state.settings = settings
