@@ -52,7 +52,12 @@ async def dashboard_vendor(name: str) -> FileResponse:
     return FileResponse(VENDOR / name)
 
 
-@router.get("/v1/dashboard/data", summary="Live figures of every model", dependencies=[ReadKey])
+@router.get(
+    "/v1/dashboard/data",
+    summary="Live figures of every model",
+    dependencies=[ReadKey],
+    include_in_schema=False,  # the page's feed, not part of the versioned API contract
+)
 async def dashboard_data(store: StoreDep) -> dict[str, Any]:
     """Counters, running figures, diagnostics and top holdings of every model (the feed of
     ``/dashboard``; needs the API key only when ``api_key_on_reads`` is on)."""
