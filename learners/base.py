@@ -125,7 +125,7 @@ class Learner:
     def _check_x(self, x: Any) -> np.ndarray:
         try:
             arr = np.asarray(x, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise ValueError(f"x must be a vector of numbers: {exc}") from None
         if arr.ndim != 1 or arr.shape[0] != self.dim:
             raise ValueError(f"x must have dimension {self.dim}, got shape {tuple(arr.shape)}")
@@ -137,7 +137,10 @@ class Learner:
         """Validate a label; regressors take a finite float. Classifiers override."""
         if isinstance(y, bool) or not isinstance(y, int | float | np.integer | np.floating):
             raise ValueError(f"y must be a real number, got {y!r}")
-        yf = float(y)
+        try:
+            yf = float(y)
+        except OverflowError:
+            raise ValueError("y is too large for a float") from None
         if not math.isfinite(yf):
             raise ValueError("y must be finite (no NaN or inf)")
         return yf
@@ -148,7 +151,10 @@ class Learner:
             return None
         if isinstance(hint, bool) or not isinstance(hint, int | float | np.integer | np.floating):
             raise ValueError(f"hint must be a real number or null, got {hint!r}")
-        h = float(hint)
+        try:
+            h = float(hint)
+        except OverflowError:
+            raise ValueError("hint is too large for a float") from None
         if not math.isfinite(h):
             raise ValueError("hint must be finite (no NaN or inf)")
         return h

@@ -3,7 +3,8 @@
 Wire format (``docs/events.md``): the record key is the model id and the value is the JSON
 object ``{"model": str, "id": str, "x": [float], "y": float|int|bool|null, "ts": float|null,
 "hint": float|null}`` (``ts`` and ``hint`` optional), or the control event
-``{"model", "id", "type": "register", "vectors": [[float]]}``. Anything else raises
+``{"model", "id", "type": "register", "vectors": [[float]]}`` or
+``{"model", "id", "type": "rollback", "version": int}``. Anything else raises
 :class:`InvalidEvent` whose ``reason`` goes to the dead-letter topic. Checks that need the
 model (dimension, label type) are the learner's, at ``learn`` time.
 """
@@ -35,8 +36,9 @@ class Event:
     y: Any
     ts: float | None = None
     hint: float | None = None
-    type: str = "example"  # or "register": a transductive block (docs/events.md §3)
+    type: str = "example"  # "register" (docs/events.md §3) or "rollback" (§4)
     vectors: list[list[float]] | None = None
+    version: int | None = None  # rollback: the checkpoint version to restore
 
 
 def _is_number(v: Any) -> bool:
@@ -53,7 +55,21 @@ def _optional_number(obj: dict[str, Any], name: str, model: str) -> float | None
 
 
 def decode_event(key: bytes | None, value: bytes | None) -> Event:
-    """Parse and validate one record; raises :class:`InvalidEvent`."""
+    """Parse and validate one record; raises :class:`InvalidEvent`, and nothing else.
+
+    Hostile JSON (nesting deep enough to exhaust the recursion limit, integers beyond the
+    4300-digit conversion limit or the float range) becomes an ``InvalidEvent`` too, so
+    one poison record can never stop a worker.
+    """
+    try:
+        return _decode_event(key, value)
+    except InvalidEvent:
+        raise
+    except (RecursionError, OverflowError, ValueError, TypeError) as exc:
+        raise InvalidEvent(f"malformed event: {type(exc).__name__}: {exc}"[:500]) from None
+
+
+def _decode_event(key: bytes | None, value: bytes | None) -> Event:
     if value is None:
         raise InvalidEvent("record has no value")
     try:
@@ -75,9 +91,17 @@ def decode_event(key: bytes | None, value: bytes | None) -> Event:
     if not isinstance(event_id, str) or not event_id or len(event_id) > MAX_ID_LEN:
         raise InvalidEvent(f"'id' must be a non-empty string of at most {MAX_ID_LEN} chars", model)
     kind = obj.get("type")
+    if kind == "rollback":
+        version = obj.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise InvalidEvent(f"'version' must be an integer >= 1, got {version!r}", model)
+        ts = _optional_number(obj, "ts", model)
+        return Event(model, event_id, [], None, ts=ts, type="rollback", version=version)
     if kind is not None:
         if kind != "register":
-            raise InvalidEvent(f"unknown event type {kind!r} (known: 'register')", model)
+            raise InvalidEvent(
+                f"unknown event type {kind!r} (known: 'register', 'rollback')", model
+            )
         return Event(
             model=model,
             id=event_id,

@@ -6,7 +6,7 @@ records: no valid one), every valid one is learned (state bit-identical to a rep
 the valid events alone) and duplicate ids are dropped, not dead-lettered.
 
 Records that today crash the worker (a poison pill: it dies on every restart at the same
-offset) are in ``test_poison_record_does_not_stop_the_worker``, marked xfail until fixed.
+offset) are in ``test_poison_record_does_not_stop_the_worker``.
 """
 
 from __future__ import annotations
@@ -212,12 +212,6 @@ POISON = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="worker bug: decode_event/ModelRuntime.handle let RecursionError, OverflowError "
-    "and int-conversion ValueError escape (only InvalidEvent/ValueError from learn are "
-    "caught), so one such record kills the worker on every restart",
-)
 @pytest.mark.parametrize("name", sorted(POISON))
 async def test_poison_record_does_not_stop_the_worker(make_settings, redis_url, name) -> None:  # type: ignore[no-untyped-def]
     st = make_settings(**FAST)
