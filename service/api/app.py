@@ -17,6 +17,7 @@ from service.api.broker import LazyProducer
 from service.api.metrics import ApiMetrics
 from service.api.middleware import LimitsAndTiming
 from service.api.routes import capabilities, events, health, labels, models, predict
+from service.api.routes._common import errors as route_errors
 from service.api.serving import ModelCache
 from service.api.store import ApiStore
 from service.config import Settings, get_settings
@@ -75,6 +76,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description=DESCRIPTION,
         lifespan=lifespan,
         generate_unique_id_function=_unique_id,
+        # Every validation error has our readable shape, not FastAPI's HTTPValidationError.
+        responses=route_errors(422),
         openapi_tags=[
             {"name": "models", "description": "Create, list, inspect and delete models."},
             {"name": "predict", "description": "Predictions from the latest checkpoint."},

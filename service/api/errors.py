@@ -10,9 +10,11 @@ from typing import Any
 
 from aiokafka.errors import KafkaError
 from fastapi import FastAPI, Request, status
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.api.broker import BrokerUnavailable
 from service.api.serving import CheckpointUnreadable
@@ -56,6 +58,15 @@ async def _validation(_: Request, exc: Exception) -> JSONResponse:
     return _error(status.HTTP_422_UNPROCESSABLE_CONTENT, readable(errs), errors=slim)
 
 
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    # Starlette answers 400 for a body it cannot parse (e.g. not UTF-8): that is bad input.
+    if exc.status_code == status.HTTP_400_BAD_REQUEST:
+        detail = f"request body could not be parsed as JSON: {exc.detail}"
+        return _error(status.HTTP_422_UNPROCESSABLE_CONTENT, detail)
+    return await http_exception_handler(request, exc)
+
+
 async def _value_error(_: Request, exc: Exception) -> JSONResponse:
     return _error(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc) or type(exc).__name__)
 
@@ -86,6 +97,7 @@ async def _bug(request: Request, exc: Exception) -> JSONResponse:
 
 def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(ValueError, _value_error)
     app.add_exception_handler(NotSupported, _not_supported)
     app.add_exception_handler(RedisError, _redis_down)

@@ -5,7 +5,7 @@ never stops, every bad record lands in the dead-letter topic with a reason (exac
 records: no valid one), every valid one is learned (state bit-identical to a replay of
 the valid events alone) and duplicate ids are dropped, not dead-lettered.
 
-Records that today crash the worker (a poison pill: it dies on every restart at the same
+Poison pills (records that would kill a naive worker on every restart at the same
 offset) are in ``test_poison_record_does_not_stop_the_worker``.
 """
 

@@ -44,8 +44,6 @@ SCENARIOS = 150  # stateful scenarios (each several linked calls)
 MIN_REQUESTS = 2000
 # A body that is not UTF-8 gets FastAPI's 400, which the schema does not document (see
 # test_undecodable_body_is_a_documented_status). Counted apart; everything else is checked.
-KNOWN_400 = "There was an error parsing the body"
-KNOWN: Counter[str] = Counter()  # responses of the two known deviations (xfail tests below)
 KINDS = {"pa": 2, "arow": 2, "nemsis": 2, "apas": 3, "transductive": 2}
 
 
@@ -146,7 +144,7 @@ def test_generated_requests_never_5xx_and_match_the_schema(live) -> None:  # typ
     print(
         f"\nschemathesis: {total} requests ({stateless} per-operation, {total - stateless} "
         f"stateful over links {sorted(base.bundles)}); status codes "
-        f"{dict(sorted(statuses.items()))}; known deviations {dict(KNOWN)}"
+        f"{dict(sorted(statuses.items()))}"
     )
     assert total >= MIN_REQUESTS
     assert not [c for c in statuses if c >= 500]
@@ -179,32 +177,11 @@ def _fuzz(op, mode, url: str, models: list[str], statuses: Counter[int]) -> None
         assert mode == GenerationMode.NEGATIVE  # an operation that takes no input at all
 
 
-def _documents_fastapi_422(op) -> bool:  # type: ignore[no-untyped-def]
-    """The operation's 422 is documented as FastAPI's HTTPValidationError (``detail``: a
-    list), while the app answers ``{"detail": str}`` (see test_422_body_matches_the_schema)."""
-    resp = op.definition.raw.get("responses", {}).get("422", {})
-    return "HTTPValidationError" in str(resp)
-
-
 def _check(case, response, statuses: Counter[int]) -> None:  # type: ignore[no-untyped-def]
     statuses[response.status_code] += 1
-    if response.status_code == 400 and KNOWN_400 in response.text:
-        KNOWN["400 unparsable body"] += 1
-        return
-    checks = CHECKS
-    if response.status_code == 422 and _documents_fastapi_422(case.operation):
-        KNOWN["422 documented as HTTPValidationError"] += 1  # check the rest
-        assert isinstance(response.json()["detail"], str)
-        checks = [c for c in CHECKS if c is not response_schema_conformance]
-    case.validate_response(response, checks=checks)
+    case.validate_response(response, checks=CHECKS)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="API bug: a request body that is not valid UTF-8 gets FastAPI's 400 'There was an "
-    "error parsing the body', a status code the OpenAPI schema does not document (design.md: "
-    "422 for bad input)",
-)
 def test_undecodable_body_is_a_documented_status(live) -> None:  # type: ignore[no-untyped-def]
     import requests
 
@@ -216,12 +193,6 @@ def test_undecodable_body_is_a_documented_status(live) -> None:  # type: ignore[
     assert str(r.status_code) in documented, (r.status_code, r.text, sorted(documented))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="API bug: GET/DELETE /v1/models/{model_id} and GET .../portfolio document their "
-    "422 as FastAPI's HTTPValidationError (detail: list) but answer {'detail': str} "
-    "(ErrorResponse); add errors(422) to those routes",
-)
 def test_422_body_matches_the_schema(live) -> None:  # type: ignore[no-untyped-def]
     import requests
 
