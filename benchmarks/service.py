@@ -531,7 +531,8 @@ def plot(rows, ck_rows, path) -> None:  # type: ignore[no-untyped-def]
         label="wall clock",
     )
     a1.set_yticks(range(len(rows)), labels, fontsize=7)
-    a1.set_xlabel("events/s")
+    a1.set_xscale("log")
+    a1.set_xlabel("events/s (log scale)")
     a1.legend()
     for n_models in sorted({r[0] for r in ck_rows}):
         pts = [r for r in ck_rows if r[0] == n_models]
