@@ -8,7 +8,7 @@ every model's state equals one clean in-process replay of the log bit for bit, e
 event id is applied exactly once (count + order-free id checksum), and the dead-letter
 topic holds exactly the invalid events, never a valid one. Prints the fault table.
 
-``make test`` runs the short version (12,000 events, each fault once);
+``make test`` runs the short version (10,000 events, each fault once);
 ``OP_CHAOS_FULL=1`` (``make chaos``) runs 100,000 events and every fault repeatedly.
 """
 
@@ -39,7 +39,7 @@ from tests.service.conftest import WorkerProcess, make_event, read_topic, replay
 pytestmark = [pytest.mark.service, pytest.mark.slow]
 
 FULL = os.environ.get("OP_CHAOS_FULL", "") not in ("", "0")
-N_EVENTS = 100_000 if FULL else 12_000
+N_EVENTS = 100_000 if FULL else 10_000
 RATE = 650.0 if FULL else 220.0  # events/s: the stream lasts while the faults are injected
 CYCLE = ["sigkill", "graceful", "join", "redis-crash", "broker-outage"]
 SCHEDULE = CYCLE * 3 if FULL else CYCLE
