@@ -34,6 +34,8 @@ State = dict[str, StateValue]
 #: kind -> learner class; filled by ``Learner.__init_subclass__``.
 REGISTRY: dict[str, type[Learner]] = {}
 
+_FLOAT64 = np.dtype(np.float64)
+
 #: Names that ``state()`` uses for its own bookkeeping.
 _RESERVED = ("kind", "dim", "params")
 
@@ -123,6 +125,12 @@ class Learner:
 
     # ---- input validation ----------------------------------------------------------------
     def _check_x(self, x: Any) -> np.ndarray:
+        # Fast path: a float64 vector of the right size is returned as is (as np.asarray
+        # would); one isfinite call, no conversion.
+        if type(x) is np.ndarray and x.dtype is _FLOAT64 and x.ndim == 1 and x.shape[0] == self.dim:
+            if not np.isfinite(x).all():
+                raise ValueError("x must contain only finite numbers (no NaN or inf)")
+            return x
         try:
             arr = np.asarray(x, dtype=np.float64)
         except (TypeError, ValueError, OverflowError) as exc:
@@ -178,12 +186,45 @@ class Learner:
         Rows are validated all together first, so one bad row rejects the whole batch
         and leaves the state untouched.
         """
-        rows = [self._check_x(x) for x in X]
+        rows, labels, hs = self._check_many(X, y, hints)
+        return [self._learn(x, v, h) for x, v, h in zip(rows, labels, hs, strict=True)]
+
+    def _check_many(
+        self, X: Any, y: Sequence[Any], hints: Sequence[float | None] | None
+    ) -> tuple[list[np.ndarray], list[Any], list[float | None]]:
+        """``learn_many``'s validation: rows, labels, hints, then their lengths (a bad row
+        rejects the batch before any state changes). Subclasses' batch loops reuse it."""
+        rows = self._check_rows(X)
         labels = [self._check_y(v) for v in y]
         hs = [None] * len(rows) if hints is None else [self._check_hint(h) for h in hints]
         if not len(rows) == len(labels) == len(hs):
             raise ValueError("X, y and hints must have the same length")
-        return [self._learn(x, v, h) for x, v, h in zip(rows, labels, hs, strict=True)]
+        return rows, labels, hs
+
+    def _check_rows(self, X: Any) -> list[np.ndarray]:
+        """``[self._check_x(x) for x in X]``, with the same arrays and errors, checked as one
+        matrix where that gives the same row arrays: a float64 ndarray (its rows are views,
+        as iterating it gives), another ndarray or a list/tuple of non-array rows (fresh
+        C-contiguous rows, as the per-row conversion makes). Anything else, or a batch the
+        one-matrix check rejects, takes the per-row path, which raises the same error as
+        before for the first bad row."""
+        arr = None
+        if type(self)._check_x is not Learner._check_x:
+            pass  # a subclass validates rows its own way
+        elif type(X) is np.ndarray:
+            if X.dtype is _FLOAT64:
+                arr = X
+            elif X.ndim == 2 and X.dtype.kind in "biuf" and X.dtype != _FLOAT64:
+                arr = np.array(X, dtype=np.float64, order="C")
+        elif type(X) in (list, tuple) and not any(isinstance(r, np.ndarray) for r in X):
+            try:
+                arr = np.array(X, dtype=np.float64, order="C")
+            except (TypeError, ValueError, OverflowError):
+                arr = None
+        if arr is not None and arr.ndim == 2 and arr.shape[1] == self.dim:
+            if np.isfinite(arr).all():
+                return list(arr)
+        return [self._check_x(x) for x in X]
 
     def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
         raise NotImplementedError
