@@ -16,7 +16,15 @@ from service.api import errors
 from service.api.broker import LazyProducer
 from service.api.metrics import ApiMetrics
 from service.api.middleware import LimitsAndTiming
-from service.api.routes import capabilities, events, health, labels, models, predict
+from service.api.routes import (
+    capabilities,
+    checkpoints,
+    events,
+    health,
+    labels,
+    models,
+    predict,
+)
 from service.api.routes._common import errors as route_errors
 from service.api.serving import ModelCache
 from service.api.store import ApiStore
@@ -90,7 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = ApiMetrics()
     errors.install(app)
-    for module in (models, predict, events, labels, capabilities, health):
+    for module in (models, checkpoints, predict, events, labels, capabilities, health):
         app.include_router(module.router)
     app.include_router(dashboard_router)
     app.add_middleware(

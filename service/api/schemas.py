@@ -258,6 +258,33 @@ class BlockAccepted(BaseModel):
     )
 
 
+# ---- checkpoints ---------------------------------------------------------------------------
+class CheckpointOut(BaseModel):
+    version: int = Field(description="Checkpoint version (the state hash's `version`).")
+    partition: int = Field(description="Partition of the last event the state covers.")
+    offset: int = Field(description="Offset of the last event the state covers.")
+    event_id: str = Field(description="Id of the event at that offset.")
+    ts: float = Field(description="When the checkpoint was written (seconds since the epoch).")
+    applied: int | None = Field(
+        None, description="Events applied by then; null for entries that cannot be restored."
+    )
+
+
+class CheckpointList(BaseModel):
+    checkpoints: list[CheckpointOut] = Field(description="The kept checkpoints, newest first.")
+
+
+class RollbackRequest(_Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"version": 7}]})
+
+    version: int = Field(ge=1, strict=True, description="A kept checkpoint version.")
+
+
+class RollbackAccepted(BaseModel):
+    event_id: str = Field(description="Id of the rollback control event produced to Kafka.")
+    version: int = Field(description="The checkpoint version the worker will restore.")
+
+
 # ---- health --------------------------------------------------------------------------------
 class Health(BaseModel):
     status: Literal["ok"] = "ok"

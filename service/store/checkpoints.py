@@ -14,9 +14,14 @@ One model's checkpoint is written by one Lua script (atomic, single hash slot th
    ``partition``/``offset``/``event_id``, the counters ``applied``/``duplicate``/
    ``rejected``, ``ids_sum`` (sum mod 2**64 of :func:`id_hash` over applied ids, an
    order-independent exactly-once witness), ``stats`` (codec blob of the running metrics),
-   ``worker`` and ``updated_at``;
-4. pushes the state onto ``history`` (last K versions, for :func:`rollback`);
-5. adds the newly applied event ids to ``seen`` (a sorted set scored by the ``applied``
+   ``worker``, ``updated_at`` and ``barrier`` (``partition:offset:event_id`` of the last
+   rollback control event decided, or empty; see ``docs/checkpoints.md``);
+4. pushes the state onto ``history`` (last K versions): a JSON head (version, stamp, ts,
+   counters, ``slen`` = length of the state blob), a newline, the state blob, then the
+   stats blob, so a rollback restores state, running metrics and counters together;
+5. after a rollback (``unsee_above`` = the restored ``applied`` count) drops from ``seen``
+   the ids applied after the restored version, so they are learned again;
+6. adds the newly applied event ids to ``seen`` (a sorted set scored by the ``applied``
    count, trimmed to the newest N) so dedupe by id survives restarts.
 
 :func:`write_checkpoints` pipelines the scripts of many models (after the
@@ -52,19 +57,24 @@ local nv = ver + 1
 redis.call('HSET', KEYS[1], 'state', ARGV[6], 'version', nv, 'partition', ARGV[3],
   'offset', ARGV[4], 'event_id', ARGV[5], 'applied', ARGV[7], 'duplicate', ARGV[8],
   'rejected', ARGV[9], 'ids_sum', ARGV[10], 'stats', ARGV[11], 'worker', ARGV[14],
-  'updated_at', ARGV[15])
+  'updated_at', ARGV[15], 'barrier', ARGV[16])
 local hkeep = tonumber(ARGV[12])
 if hkeep > 0 then
   local head = cjson.encode({version=nv, partition=tonumber(ARGV[3]),
-    offset=tonumber(ARGV[4]), event_id=ARGV[5], ts=tonumber(ARGV[15])})
-  redis.call('LPUSH', KEYS[2], head .. '\\n' .. ARGV[6])
+    offset=tonumber(ARGV[4]), event_id=ARGV[5], ts=tonumber(ARGV[15]),
+    applied=tonumber(ARGV[7]), duplicate=tonumber(ARGV[8]), rejected=tonumber(ARGV[9]),
+    ids_sum=ARGV[10], slen=string.len(ARGV[6])})
+  redis.call('LPUSH', KEYS[2], head .. '\\n' .. ARGV[6] .. ARGV[11])
   redis.call('LTRIM', KEYS[2], 0, hkeep - 1)
 end
+if ARGV[17] ~= '' then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '(' .. ARGV[17], '+inf')
+end
 local skeep = tonumber(ARGV[13])
-local n = tonumber(ARGV[16])
+local n = tonumber(ARGV[18])
 if skeep > 0 and n > 0 then
   for i = 1, n do
-    redis.call('ZADD', KEYS[3], tonumber(ARGV[16 + 2 * i - 1]), ARGV[16 + 2 * i])
+    redis.call('ZADD', KEYS[3], tonumber(ARGV[18 + 2 * i - 1]), ARGV[18 + 2 * i])
   end
   redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(skeep + 1))
 end
@@ -77,8 +87,10 @@ for _, item in ipairs(items) do
   local nl = string.find(item, '\\n', 1, true)
   local head = cjson.decode(string.sub(item, 1, nl - 1))
   if tonumber(head['version']) == tonumber(ARGV[1]) then
+    local last = -1
+    if head['slen'] then last = nl + tonumber(head['slen']) end
     local nv = redis.call('HINCRBY', KEYS[1], 'version', 1)
-    redis.call('HSET', KEYS[1], 'state', string.sub(item, nl + 1), 'updated_at', ARGV[2])
+    redis.call('HSET', KEYS[1], 'state', string.sub(item, nl + 1, last), 'updated_at', ARGV[2])
     return nv
   end
 end
@@ -140,6 +152,8 @@ class CheckpointWrite:
     stats: bytes = b""
     new_ids: Sequence[tuple[int, str]] = ()
     rewind: bool = False
+    barrier: Stamp | None = None  # the last rollback control event decided
+    unsee_above: int | None = None  # drop seen ids scored above this (after a rollback)
 
 
 @dataclass(frozen=True)
@@ -161,18 +175,36 @@ class StoredState:
     stats: bytes | None = None
     worker: str = ""
     updated_at: float = 0.0
+    barrier: Stamp | None = None
 
 
 @dataclass(frozen=True)
 class HistoryEntry:
+    """One kept checkpoint. ``counters`` and ``stats`` are None in entries written before
+    they were recorded in the history (such versions cannot be rolled back to)."""
+
     version: int
     stamp: Stamp
     ts: float
     state: bytes = field(repr=False)
+    counters: Counters | None = None
+    stats: bytes | None = field(default=None, repr=False)
 
 
 def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _encode_barrier(barrier: Stamp | None) -> str:
+    return "" if barrier is None else f"{barrier.partition}:{barrier.offset}:{barrier.event_id}"
+
+
+def _decode_barrier(raw: Any) -> Stamp | None:
+    text = _s(raw) if raw is not None else ""
+    if not text:
+        return None
+    partition, offset, event_id = text.split(":", 2)
+    return Stamp(int(partition), int(offset), event_id)
 
 
 def _parse_state(model: str, raw: dict[Any, Any]) -> StoredState | None:
@@ -198,6 +230,7 @@ def _parse_state(model: str, raw: dict[Any, Any]) -> StoredState | None:
         stats=stats if stats else None,
         worker=_s(h.get("worker", b"")),
         updated_at=float(h.get("updated_at", 0.0) or 0.0),
+        barrier=_decode_barrier(h.get("barrier")),
     )
 
 
@@ -228,23 +261,54 @@ async def read_seen(redis: Redis, keys: Keys, model: str) -> list[str]:
     return [_s(v) for v in await redis.zrange(keys.seen(model), 0, -1)]
 
 
+async def read_seen_upto(redis: Redis, keys: Keys, model: str, max_applied: int) -> list[str]:
+    """The seen ids scored at most ``max_applied`` (applied up to that count), oldest first:
+    the dedupe window of a version whose ``applied`` counter was ``max_applied``."""
+    return [_s(v) for v in await redis.zrangebyscore(keys.seen(model), "-inf", max_applied)]
+
+
+def _parse_history_item(item: Any) -> HistoryEntry:
+    raw = item if isinstance(item, bytes) else str(item).encode("latin-1")
+    head_raw, _, blob = raw.partition(b"\n")
+    head = json.loads(head_raw)
+    stamp = Stamp(int(head["partition"]), int(head["offset"]), str(head["event_id"]))
+    counters, stats = None, None
+    if "slen" in head:  # entries that carry counters and the stats blob
+        n = int(head["slen"])
+        blob, stats = blob[:n], blob[n:] or None
+        counters = Counters(
+            applied=int(head["applied"]),
+            duplicate=int(head["duplicate"]),
+            rejected=int(head["rejected"]),
+            ids_sum=int(head["ids_sum"]),
+        )
+    return HistoryEntry(int(head["version"]), stamp, float(head["ts"]), blob, counters, stats)
+
+
 async def read_history(redis: Redis, keys: Keys, model: str) -> list[HistoryEntry]:
     """The model's last K checkpoints, newest first."""
-    out = []
-    for item in await redis.lrange(keys.history(model), 0, -1):
-        raw = item if isinstance(item, bytes) else str(item).encode("latin-1")
-        head_raw, _, blob = raw.partition(b"\n")
-        head = json.loads(head_raw)
-        stamp = Stamp(int(head["partition"]), int(head["offset"]), str(head["event_id"]))
-        out.append(HistoryEntry(int(head["version"]), stamp, float(head["ts"]), blob))
-    return out
+    return [_parse_history_item(i) for i in await redis.lrange(keys.history(model), 0, -1)]
+
+
+async def read_history_entry(
+    redis: Redis, keys: Keys, model: str, version: int
+) -> HistoryEntry | None:
+    """History entry ``version`` of the model, or None when it is no longer kept."""
+    for entry in await read_history(redis, keys, model):
+        if entry.version == version:
+            return entry
+    return None
 
 
 async def rollback(redis: Redis, keys: Keys, model: str, version: int) -> int:
-    """Make history entry ``version`` the current state (as a new version); the stamp and
-    counters stay, so no event is replayed. The owning worker's next write then fails its
-    version check and it reloads this state. Returns the new version; ``KeyError`` if that
-    version is no longer in the history."""
+    """Offline primitive: make history entry ``version``'s state blob the current state (as
+    a new version) while the stamp, counters and seen ids stay, so no event is replayed.
+
+    This is NOT the service's rollback (``POST /v1/models/{id}/rollback``), which restores
+    the state *and its offset* through a ``rollback`` control event applied by the owning
+    worker in log order (``docs/checkpoints.md``). Use this only on a model no worker owns;
+    an owner's next write would fail its version check and reload this state. Returns the
+    new version; ``KeyError`` if that version is no longer in the history."""
     script = redis.register_script(_ROLLBACK_LUA)
     nv = int(
         await script(keys=[keys.state(model), keys.history(model)], args=[version, time.time()])
@@ -309,6 +373,8 @@ async def write_checkpoints(
                 seen_keep,
                 worker,
                 now,
+                _encode_barrier(w.barrier),
+                "" if w.unsee_above is None else w.unsee_above,
                 len(w.new_ids),
                 *seen_args,
             ]

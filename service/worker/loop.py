@@ -27,6 +27,7 @@ from service.worker.loading import load_models
 from service.worker.models import APPLIED, DUPLICATE, REJECTED, SKIPPED
 from service.worker.rebalance import RebalanceListener
 from service.worker.retry import RedisUnavailable
+from service.worker.rollback import handle_rollback
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,8 @@ async def process_batch(
         loaded, failed = await load_models(ctx, sorted(wanted))
         ctx.models.update(loaded)
     for tp, rec, ev in decoded:
+        if rec.offset >= ctx.next_offset.get(tp, 0):
+            continue  # sought back below this record (a rollback): it is delivered again
         await _handle(ctx, tp, rec, ev, failed)
         checkpoint.note(tp, rec.offset)
 
@@ -97,6 +100,9 @@ async def _handle(
         reason = failed.get(ev.model) or f"unknown model {ev.model!r}"
         await ctx.deadletters.send(rec, reason)
         return
+    if ev.type == "rollback":
+        await handle_rollback(ctx, tp, rec, ev, rt)
+        return
     started = perf_counter()
     outcome = rt.handle(ev, tp.partition, rec.offset)
     if outcome == APPLIED:
@@ -110,6 +116,16 @@ async def _handle(
     elif outcome == REJECTED:
         st.rejected += 1
         await ctx.deadletters.send(rec, rt.last_reason)
+
+
+def refetch(ctx: WorkerContext, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
+    """Drop a stale batch without losing records: each of its partitions still assigned
+    goes back to the next offset the worker expects (the batch may hold records fetched
+    before a seek, from the Kafka committed offset, or after it)."""
+    assigned = ctx.consumer.assignment()
+    for tp in batch:
+        if tp in assigned and tp in ctx.next_offset:
+            ctx.consumer.seek(tp, ctx.next_offset[tp])
 
 
 async def build_context(settings: Settings, worker_id: str | None = None) -> WorkerContext:
@@ -177,7 +193,8 @@ async def run_worker(
                 )
                 async with ctx.lock:
                     if generation != ctx.generation:
-                        continue  # a rebalance or seek happened: these records are stale
+                        refetch(ctx, batch)  # a rebalance or seek happened: stale records
+                        continue
                     if batch:
                         await process_batch(ctx, checkpoint, batch)
                     if checkpoint.expired():

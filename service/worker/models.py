@@ -48,6 +48,10 @@ class ModelRuntime:
     dirty: bool = False
     rewind: bool = False  # the stored stamp was void: the next write may go backwards
     last_reason: str = ""
+    # the last rollback control event decided (docs/checkpoints.md): rollback events at or
+    # below it on its partition are re-deliveries after the seek-back and are skipped
+    barrier: Stamp | None = None
+    unsee_above: int | None = None  # after a rollback: drop seen ids applied after it
 
     @classmethod
     def create(
@@ -82,6 +86,7 @@ class ModelRuntime:
             version=stored.version,
             stamp=stored.stamp,
             seen_keep=seen_keep,
+            barrier=stored.barrier,
         )
         for event_id in seen[-seen_keep:] if seen_keep else []:
             rt.seen[event_id] = None
@@ -157,6 +162,8 @@ class ModelRuntime:
             stats=encode_state(self.stats.state()),
             new_ids=list(self.new_ids),
             rewind=self.rewind,
+            barrier=self.barrier,
+            unsee_above=self.unsee_above,
         )
 
     def written(self, version: int) -> None:
@@ -164,3 +171,4 @@ class ModelRuntime:
         self.new_ids.clear()
         self.dirty = False
         self.rewind = False
+        self.unsee_above = None

@@ -89,6 +89,7 @@ async def restore_partition(ctx: WorkerContext, tp: TopicPartition) -> int:
             )
             ctx.stats.voided_stamps += 1
             rt.stamp = None
+            rt.barrier = None  # a rollback barrier from the old log is void too
             rt.rewind = True
             positions.append(begin)
         else:
@@ -132,3 +133,6 @@ class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
             ctx.generation += 1
             for tp in sorted(assigned):
                 await restore_partition(ctx, tp)
+            # A batch fetched while the partitions were being restored comes from the Kafka
+            # committed offsets, which can be ahead of the stamps (after a rollback): stale.
+            ctx.generation += 1
