@@ -464,6 +464,8 @@ def test_openapi_is_complete(client: TestClient) -> None:
         ("/v1/models/{model_id}/quantify", "post"),
         ("/v1/models/{model_id}/portfolio", "get"),
         ("/v1/models/{model_id}/blocks", "post"),
+        ("/v1/models/{model_id}/checkpoints", "get"),
+        ("/v1/models/{model_id}/rollback", "post"),
         ("/healthz", "get"),
         ("/readyz", "get"),
         ("/metrics", "get"),
