@@ -58,7 +58,7 @@ def _hostile(rng: random.Random, good: dict[str, Any]) -> tuple[str, bytes | Non
     k = m.encode()
     dim = SPECS[m]["dim"]
     raw = json.dumps(good).encode()
-    choice = rng.randrange(18)
+    choice = rng.randrange(20)
     if choice == 0:
         return "random-bytes", k, rng.randbytes(rng.randrange(1, 400))
     if choice == 1:
@@ -101,6 +101,12 @@ def _hostile(rng: random.Random, good: dict[str, Any]) -> tuple[str, bytes | Non
     if choice == 16:
         label = 0.5 if m == "fz-cls" else True  # not a class label / a boolean regression target
         return "bad-label", k, _ev(m, x=[1.0] * dim, y=label)
+    if choice == 18:
+        return "deep-nesting", k, b"[" * rng.randrange(2_000, 200_000)
+    if choice == 19:  # an integer beyond float range, in x, y or ts
+        big = b"1" + b"0" * rng.randrange(310, 6000)
+        field = rng.choice([b'"x": [' + big + b"]", b'"x": [1], "y": ' + big, b'"ts": ' + big])
+        return "huge-integer", k, b'{"model": "' + m.encode() + b'", "id": "h", ' + field + b"}"
     return "non-utf8", k, b'{"model": "' + m.encode() + b'", "id": "\xff\xfe", "x": [1]}'
 
 
@@ -195,8 +201,8 @@ def test_fuzzed_records_are_dead_lettered_and_valid_ones_learned(
     r.close()
 
 
-# Records that escape the worker's validation today: the exception leaves the worker loop,
-# the process exits, and a restarted worker reads the same record again (a poison pill).
+# Records that used to escape the worker's validation (fixed in afb341a): the exception left
+# the worker loop, and a restarted worker read the same record again (a poison pill).
 POISON = {
     "deeply-nested-json": b"[" * 100_000,
     "int-too-large-for-float-in-x": b'{"model":"fz-reg","id":"p1","x":[1'

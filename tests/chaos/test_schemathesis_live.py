@@ -42,8 +42,6 @@ CHECKS = [
 EXAMPLES = 60  # per operation and generation mode; derandomized: reproducible
 SCENARIOS = 150  # stateful scenarios (each several linked calls)
 MIN_REQUESTS = 2000
-# A body that is not UTF-8 gets FastAPI's 400, which the schema does not document (see
-# test_undecodable_body_is_a_documented_status). Counted apart; everything else is checked.
 KINDS = {"pa": 2, "arow": 2, "nemsis": 2, "apas": 3, "transductive": 2}
 
 
