@@ -26,6 +26,8 @@ from learners.base import Learner, Prediction, StepReport, positive
 DEFAULT_FLOOR_RATIO = 1e-6
 #: refresh period K of the stabilised mode (spec §3.7 item 2)
 DEFAULT_REFRESH = 64
+#: 2^1023: p + p overflows exactly when |p| reaches it
+_HALF_OVERFLOW = 2.0**1023
 
 
 def clip(z: Any, lo: float, hi: float) -> Any:
@@ -91,10 +93,21 @@ def commit(
     """Spec §3.5 second half: the RLS a-posteriori update; the hint never enters (§3.2)."""
     ci = 1.0 / b.c
     v = s.v + (b.g * ci[:, None]) * (y - b.mu)[:, None]  # v_t = v_{t-1} + k_t (y_t - mu_t)
-    # P_t = (P_{t-1} - g g^T / c) / gamma, then symmetrised (§3.7 item 1)
-    P = (s.P - (b.g[:, :, None] * b.g[:, None, :]) * ci[:, None, None]) / gamma[:, None, None]
-    P = 0.5 * (P + P.transpose(0, 2, 1))
-    Sigma = gamma[:, None, None] * s.Sigma + np.outer(x, x)  # Sigma_t = gamma Sigma + x x^T
+    # P_t = (P_{t-1} - g g^T / c) / gamma, then symmetrised (§3.7 item 1). Computed in one
+    # fresh buffer (same operations, same order; the input stack is never written, so a
+    # step that raises leaves the learner as it was).
+    P = b.g[:, :, None] * b.g[:, None, :]
+    P *= ci[:, None, None]
+    np.subtract(s.P, P, out=P)
+    P /= gamma[:, None, None]
+    # Symmetrising is the identity here: g_i g_j == g_j g_i exactly, so a symmetric P_{t-1}
+    # (fresh, refreshed, restored or committed) gives an exactly symmetric P_t, and
+    # 0.5 * (p + p) == p unless p + p overflows (|p| >= 2^1023) or p is NaN: only then
+    # run it, to stay bit for bit the recursion above.
+    if not (P.max() < _HALF_OVERFLOW and P.min() > -_HALF_OVERFLOW):
+        P = 0.5 * (P + P.transpose(0, 2, 1))
+    Sigma = gamma[:, None, None] * s.Sigma  # Sigma_t = gamma Sigma + x x^T
+    Sigma += np.outer(x, x)
     theta = gamma[:, None] * s.theta + y * x  # theta_{t+1} = gamma theta_t + y_t x_t
     dim = x.shape[0]
     # ln det Sigma_t = ln det Sigma_{t-1} + d ln gamma + ln(1 + q/gamma)
@@ -105,6 +118,16 @@ def commit(
 def unhealthy(s: Stack, b: Begin) -> np.ndarray:
     """Spec §3.7 item 1 guard: c <= 0 or non-finite, or a bad diagonal of P."""
     diag = np.diagonal(s.P, axis1=1, axis2=2)
+    # Fast path, same answer: all experts pass (min/max propagate NaN, so a NaN fails it).
+    if (
+        b.c.size
+        and b.c.min() > 0.0
+        and b.c.max() < math.inf
+        and diag.min() > 0.0
+        and diag.max() < math.inf
+        and np.isfinite(s.v).all()
+    ):
+        return np.zeros(b.c.shape, dtype=bool)
     bad_c = ~np.isfinite(b.c) | (b.c <= 0.0)
     bad_p = ~np.all(np.isfinite(diag) & (diag > 0.0), axis=1) | ~np.all(np.isfinite(s.v), axis=1)
     return np.asarray(bad_c | bad_p)
