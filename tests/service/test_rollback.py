@@ -264,6 +264,7 @@ def test_rollback_via_api_relearns_after_the_stamp(make_settings, redis_client, 
     assert run(read_topic(st, st.deadletter_topic)) == []
 
 
+@pytest.mark.slow  # two group re-joins after a SIGKILL (~30 s)
 def test_rollback_is_applied_once_across_a_crash(make_settings, redis_client, tmp_path) -> None:  # type: ignore[no-untyped-def]
     st = _settings(make_settings)
     keys = Keys(st.key_prefix)
