@@ -25,7 +25,7 @@ from learners._constraints import (
 )
 from learners._prox import FEASIBLE_SETS, projection
 from learners._side import SIDES, ScaSettings, SideInfo
-from learners.base import Learner, Prediction, StepReport
+from learners.base import Learner, Prediction, StepReport, readonly
 from learners.pa import pa_step_size
 
 #: a weight counts as held above this size (spec §5.2, cardinality).
@@ -300,9 +300,7 @@ class APASRegressor(Learner):
     @property
     def weights(self) -> np.ndarray:
         """The current weight / portfolio w_t (read-only view)."""
-        view = self.w_.view()
-        view.flags.writeable = False
-        return view
+        return readonly(self.w_)
 
     def side_info(self, x: np.ndarray) -> SideInfo:
         """h_t for instance ``x`` at the current state."""

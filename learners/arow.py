@@ -18,7 +18,7 @@ import numpy as np
 
 from learners._classifier import BinaryClassifier, sign_label
 from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options, Predicate
-from learners.base import Learner, Prediction, StepReport, numbers_real
+from learners.base import Learner, Prediction, StepReport, numbers_real, readonly
 
 #: Accepted values of ``diagonal``: False (full), True (= "cov", the better one, §5), or a mode.
 DIAGONAL_OPTIONS = (False, True, "cov", "prec")
@@ -203,9 +203,7 @@ class AROW(BinaryClassifier):
     @property
     def weights(self) -> np.ndarray:
         """The mean weights ``mu_`` (read-only view)."""
-        view = self.mu_.view()
-        view.flags.writeable = False
-        return view
+        return readonly(self.mu_)
 
     @property
     def covariance(self) -> np.ndarray:
@@ -413,9 +411,7 @@ class AROWRegressor(Learner):
 
     @property
     def weights(self) -> np.ndarray:
-        view = self.mu_.view()
-        view.flags.writeable = False
-        return view
+        return readonly(self.mu_)
 
     def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
         return Prediction(float(self.mu_ @ x))

@@ -321,6 +321,13 @@ class Learner:
         """Called by the contract test before streaming ``X`` (e.g. to register a block)."""
 
 
+def readonly(arr: np.ndarray) -> np.ndarray:
+    """A read-only view of a learned array (what the ``weights`` properties return)."""
+    view = arr.view()
+    view.flags.writeable = False
+    return view
+
+
 def numbers_real() -> tuple[type, ...]:
     return (int, float, np.integer, np.floating)
 

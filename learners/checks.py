@@ -8,8 +8,8 @@ and raises ``AssertionError`` on a violation. ``tests/learners/test_contract.py`
 from __future__ import annotations
 
 import math
-from functools import partial
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np

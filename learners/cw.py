@@ -18,6 +18,7 @@ import numpy as np
 
 from learners._classifier import BinaryClassifier
 from learners._constraints import Boolean, Constraint, Interval
+from learners.base import readonly
 
 
 def cw_variance_step(M: float, V: float, phi: float) -> float:
@@ -100,9 +101,7 @@ class CWClassifier(BinaryClassifier):
 
     @property
     def weights(self) -> np.ndarray:
-        view = self.mu_.view()
-        view.flags.writeable = False
-        return view
+        return readonly(self.mu_)
 
     def _score(self, x: np.ndarray) -> float:
         return float(self.mu_ @ x)

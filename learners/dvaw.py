@@ -20,7 +20,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options
-from learners.base import Learner, Prediction, StepReport, positive
+from learners.base import Learner, Prediction, StepReport, positive, readonly
 
 #: production regulariser floor relative to lambda (spec §3.7 item 3)
 DEFAULT_FLOOR_RATIO = 1e-6
@@ -312,9 +312,7 @@ class DiscountedVAW(Learner):
     @property
     def weights(self) -> np.ndarray:
         """v_t: the weights the next round starts from (w_t for a zero-leverage x)."""
-        view = self.v_[0].view()
-        view.flags.writeable = False
-        return view
+        return readonly(self.v_[0])
 
     def _hint_value(self, b: Begin, hint: float | None) -> float:
         if self.hint == "self":

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from learners._constraints import Constraint, Options
-from learners.base import Learner, Prediction, StepReport, positive
+from learners.base import Learner, Prediction, StepReport, positive, readonly
 
 
 class OGD(Learner):
@@ -68,9 +68,7 @@ class OGD(Learner):
 
     @property
     def weights(self) -> np.ndarray:
-        view = self.w_.view()
-        view.flags.writeable = False
-        return view
+        return readonly(self.w_)
 
     def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
         return Prediction(float(self.w_ @ x))

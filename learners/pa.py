@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from learners._constraints import Constraint, Interval, Options
-from learners.base import Learner, Prediction, StepReport, make_report
+from learners.base import Learner, Prediction, StepReport, make_report, readonly
 
 
 def pa_step_size(a: float, epsilon: float, sq_norm: float, variant: str, C: float) -> float:
@@ -89,9 +89,7 @@ class PARegressor(Learner):
 
     @property
     def weights(self) -> np.ndarray:
-        view = self.w_.view()
-        view.flags.writeable = False
-        return view
+        return readonly(self.w_)
 
     def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
         return Prediction(float(self.w_ @ x))

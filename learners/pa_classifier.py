@@ -18,6 +18,7 @@ import numpy as np
 
 from learners._classifier import BinaryClassifier
 from learners._constraints import Constraint, Interval, Options
+from learners.base import readonly
 
 
 def pa_classification_step(hinge: float, sq_norm: float, variant: str, C: float) -> float:
@@ -85,9 +86,7 @@ class PAClassifier(BinaryClassifier):
 
     @property
     def weights(self) -> np.ndarray:
-        view = self.w_.view()
-        view.flags.writeable = False
-        return view
+        return readonly(self.w_)
 
     def _score(self, x: np.ndarray) -> float:
         return float(self.w_ @ x)

@@ -13,6 +13,7 @@ import numpy as np
 
 from learners._classifier import BinaryClassifier
 from learners._constraints import Constraint
+from learners.base import readonly
 
 
 class Perceptron(BinaryClassifier):
@@ -54,9 +55,7 @@ class Perceptron(BinaryClassifier):
 
     @property
     def weights(self) -> np.ndarray:
-        view = self.w_.view()
-        view.flags.writeable = False
-        return view
+        return readonly(self.w_)
 
     def _score(self, x: np.ndarray) -> float:
         return float(self.w_ @ x)

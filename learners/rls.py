@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from learners._constraints import Constraint, Interval
-from learners.base import Learner, Prediction, StepReport, positive
+from learners.base import Learner, Prediction, StepReport, positive, readonly
 from learners.dvaw import begin, commit, fresh_stack, set_stack_attrs, stack_attrs
 
 
@@ -85,9 +85,7 @@ class RLS(Learner):
 
     @property
     def weights(self) -> np.ndarray:
-        view = self.v_[0].view()
-        view.flags.writeable = False
-        return view
+        return readonly(self.v_[0])
 
     def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
         return Prediction(float(self.v_[0] @ x))

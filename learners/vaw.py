@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from learners._constraints import Constraint
-from learners.base import Learner, Prediction, StepReport, positive
+from learners.base import Learner, Prediction, StepReport, positive, readonly
 from learners.dvaw import begin, commit, fresh_stack, set_stack_attrs, stack_attrs
 
 
@@ -76,9 +76,7 @@ class VAW(Learner):
 
     @property
     def weights(self) -> np.ndarray:
-        view = self.v_[0].view()
-        view.flags.writeable = False
-        return view
+        return readonly(self.v_[0])
 
     def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
         b = begin(self.P_, self.v_, x, self._gamma)
