@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from tests.clients._client_support import ServedApi, settings_env
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 import typer
-from tests.clients._client_support import CLI_MODULE, cli, free_port
 from typer.testing import CliRunner
 
 from clients import Client
 from clients.cli import app, register
+from tests.clients._client_support import CLI_MODULE, cli, free_port
 
 
 def _id(prefix: str) -> str:

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 import pytest
+
 from tests.clients._client_support import ROOT
 
 

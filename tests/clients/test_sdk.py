@@ -12,7 +12,6 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 import pytest
-from tests.clients._client_support import free_port
 
 from clients import AsyncClient, Client
 from clients.errors import (
@@ -26,6 +25,7 @@ from clients.errors import (
 )
 from clients.http import RetryPolicy
 from clients.metrics import model_samples, summarize
+from tests.clients._client_support import free_port
 
 FAST_RETRY = RetryPolicy(attempts=3, backoff=0.01, max_backoff=0.05)
 
