@@ -31,6 +31,8 @@ system-deps: $(SYSTEM_STAMP)
 
 ## Run the whole test suite (CI runs exactly this).
 test: $(STAMP) $(SYSTEM_STAMP)
+	$(BIN)/ruff check learners service clients tests benchmarks examples deploy
+	$(BIN)/mypy learners service clients
 	$(BIN)/python -m pytest -q
 
 ## Learners only: no broker, no Redis.
@@ -38,8 +40,8 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q tests/learners learners
 
 lint: $(STAMP)
-	$(BIN)/ruff check learners service clients tests benchmarks
-	$(BIN)/mypy learners
+	$(BIN)/ruff check learners service clients tests benchmarks examples deploy
+	$(BIN)/mypy learners service clients
 
 ## Set up and run the demo on the embedded stack (broker + Redis + API + workers).
 up: $(STAMP)

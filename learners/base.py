@@ -210,7 +210,9 @@ class Learner:
         rejects the batch before any state changes). Subclasses' batch loops reuse it."""
         rows = self._check_rows(X)
         labels = self._check_labels(y)
-        hs = [None] * len(rows) if hints is None else [self._check_hint(h) for h in hints]
+        hs: list[float | None] = (
+            [None] * len(rows) if hints is None else [self._check_hint(h) for h in hints]
+        )
         if not len(rows) == len(labels) == len(hs):
             raise ValueError("X, y and hints must have the same length")
         return rows, labels, hs

@@ -12,7 +12,7 @@ from aiokafka.errors import KafkaError
 from fastapi import FastAPI, Request, status
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -58,7 +58,7 @@ async def _validation(_: Request, exc: Exception) -> JSONResponse:
     return _error(status.HTTP_422_UNPROCESSABLE_CONTENT, readable(errs), errors=slim)
 
 
-async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     # Starlette answers 400 for a body it cannot parse (e.g. not UTF-8): that is bad input.
     if exc.status_code == status.HTTP_400_BAD_REQUEST:
