@@ -111,7 +111,7 @@ class DVAWEnsemble(Learner):
         Reference y^Ref_t: the previous label (y_0 = 0) or 0. An event ``hint``, when given,
         is used as y^Ref_t instead (any value known before y_t is allowed, §4.2). "zero" is
         the default because spec §7.4 found self/zero best in every scenario; "last" helps
-        series with a large offset (AirlinePassengers, benchmarks/dvaw/RESULTS.md).
+        series with a large offset (AirlinePassengers, benchmarks/README.md).
     stabilised : bool, default=True
         Numerical safeguards of §3.7 (guard, periodic refresh, regulariser floor).
     refresh : int, default=64

@@ -5,7 +5,7 @@
 
 Prints one markdown table per experiment, next to the spec's reference numbers and the
 tolerance, and writes them to benchmarks/results/transductive/results.md together with
-transductive.png (regret curves and bars). E5 is not run (see RESULTS.md).
+transductive.png (regret curves and bars). E5 is not run (see benchmarks/README.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Predictions from the latest checkpoint; each is stored (x, hint) for a later label.
 
 This is the API's hot path, kept lean after profiling (``benchmarks/predict.py``,
-``benchmarks/RESULTS-perf.md``):
+``benchmarks/README.md``):
 
 * one sync dependency only (``CacheDep``, which tests override): FastAPI runs a sync
   dependency in the thread pool, one thread hop per dependency per request, and these hops
