@@ -47,9 +47,11 @@ def panel() -> tuple[list[str], np.ndarray, np.ndarray]:
     return tickers, returns[tickers].to_numpy(float), returns["__index__"].to_numpy(float)
 
 
-def demo_spec(dim: int) -> dict[str, Any]:
+def demo_spec(tickers: list[str]) -> dict[str, Any]:
+    """The demo tracker; its assets are the tickers, so /portfolio and /dashboard name them."""
     kind = "apas" if "apas" in learners.REGISTRY else "pa"
-    spec = {"id": MODEL_ID, "kind": kind, "dim": dim, "params": {}}
+    dim = len(tickers)
+    spec = {"id": MODEL_ID, "kind": kind, "dim": dim, "params": {}, "assets": list(tickers)}
     learners.build(kind, dim)  # fail here, loudly, if the spec is not valid
     return spec
 
@@ -90,7 +92,7 @@ async def run_demo(
     tickers, X, y = panel()
     keys = Keys(settings.key_prefix)
     redis = Redis.from_url(settings.redis_url)
-    spec = demo_spec(X.shape[1])
+    spec = demo_spec(tickers)
     if await registry.create_spec(redis, keys, spec):
         logger.info("created model %s (kind %s)", MODEL_ID, spec["kind"])
     producer = AIOKafkaProducer(linger_ms=5, **settings.kafka_options())
