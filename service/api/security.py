@@ -30,7 +30,8 @@ def _check(settings: Settings, header: str | None, bearer: HTTPAuthorizationCred
         )
 
 
-def require_write_key(
+# Coroutines, so FastAPI runs them on the event loop instead of a thread-pool hop per request.
+async def require_write_key(
     request: Request,
     header: Annotated[str | None, Depends(_header)],
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -38,7 +39,7 @@ def require_write_key(
     _check(request.app.state.settings, header, bearer)
 
 
-def require_read_key(
+async def require_read_key(
     request: Request,
     header: Annotated[str | None, Depends(_header)],
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],

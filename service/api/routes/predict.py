@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
-from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
-from fastapi.security import HTTPAuthorizationCredentials
+from fastapi import APIRouter, HTTPException, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from service.api.deps import CacheDep, ModelIdPath
 from service.api.routes._common import check_vectors, errors, jsonable
 from service.api.schemas import PredictRequest, PredictResponse
-from service.api.security import _bearer, _check, _header
+from service.api.security import ReadKey
 from service.api.serving import parse_spec
 from service.api.store import ApiStore
 from service.config import Settings
@@ -35,17 +34,6 @@ from service.config import Settings
 router = APIRouter(prefix="/v1/models", tags=["predict"])
 
 THREAD_BATCH = 256  # larger batches run off the event loop
-
-
-async def read_key(
-    request: Request,
-    header: Annotated[str | None, Depends(_header)],
-    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> None:
-    """``security.require_read_key``, as a coroutine (no thread-pool hop)."""
-    settings: Settings = request.app.state.settings
-    if settings.api_key_on_reads:
-        _check(settings, header, bearer)
 
 
 def prediction_ids(n: int) -> list[str]:
@@ -57,7 +45,7 @@ def prediction_ids(n: int) -> list[str]:
 @router.post(
     "/{model_id}/predict",
     response_model=PredictResponse,
-    dependencies=[Depends(read_key)],
+    dependencies=[ReadKey],
     responses=errors(401, 404, 413, 422, 503),
 )
 async def predict(
