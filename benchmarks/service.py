@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -69,16 +68,11 @@ def make_settings(bootstrap: str, redis: str, run: str, tag: str):  # type: igno
 
 
 def settings_env(settings, worker_id: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ONLINEPREDICT_")}
-    for name, value in settings.model_dump().items():
-        if value is None:
-            continue
-        if hasattr(value, "get_secret_value"):
-            value = value.get_secret_value()
-        env[f"ONLINEPREDICT_{name.upper()}"] = str(value)
-    env.update(ONLINEPREDICT_WORKER_ID=worker_id, ONLINEPREDICT_LOG_LEVEL="WARNING")
-    env["PYTHONPATH"] = str(ROOT)
-    return env
+    return settings.child_environment(  # type: ignore[no-any-return]
+        ONLINEPREDICT_WORKER_ID=worker_id,
+        ONLINEPREDICT_LOG_LEVEL="WARNING",
+        PYTHONPATH=str(ROOT),
+    )
 
 
 def cleanup(redis: str, prefix: str) -> int:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import subprocess
 import sys
@@ -58,12 +57,7 @@ def rss_mb(pid: int) -> float:
 
 
 def env_for(st: Settings, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ONLINEPREDICT_")}
-    for name, value in st.model_dump().items():
-        if value is not None:
-            env[f"ONLINEPREDICT_{name.upper()}"] = str(value)
-    env.update(extra, PYTHONPATH=str(ROOT), ONLINEPREDICT_LOG_LEVEL="WARNING")
-    return env
+    return st.child_environment(**extra, PYTHONPATH=str(ROOT), ONLINEPREDICT_LOG_LEVEL="WARNING")
 
 
 def event(rng: random.Random, models: list[str], i: int) -> tuple[bytes, bytes]:

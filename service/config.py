@@ -5,6 +5,7 @@ Every variable is listed with its default in ``deploy/.env.example``.
 
 from __future__ import annotations
 
+import os
 import ssl
 from functools import lru_cache
 from typing import Any, Literal
@@ -64,6 +65,23 @@ class Settings(BaseSettings):
     prometheus_port: int = Field(default=9090, ge=1, le=65535)  # the local Prometheus
 
     env: Literal["development", "production"] = "development"
+
+    def environment(self) -> dict[str, str]:
+        """The ``ONLINEPREDICT_*`` variables that give a child process these settings
+        (secrets unwrapped; unset values left out so they fall back to the default)."""
+        env: dict[str, str] = {}
+        for name, value in self.model_dump().items():
+            if value is None:
+                continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            env[f"ONLINEPREDICT_{name.upper()}"] = str(value)
+        return env
+
+    def child_environment(self, **extra: str) -> dict[str, str]:
+        """``os.environ`` without its own ``ONLINEPREDICT_*`` variables, plus ours and ``extra``."""
+        base = {k: v for k, v in os.environ.items() if not k.startswith("ONLINEPREDICT_")}
+        return {**base, **self.environment(), **extra}
 
     def kafka_options(self) -> dict[str, Any]:
         """Connection keyword arguments for aiokafka clients (security passthrough)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import socket
 import subprocess
 import sys
@@ -50,14 +49,7 @@ class ServedApi:
 
 def settings_env(settings: Any) -> dict[str, str]:
     """The environment that makes a process use ``settings`` (env prefix ONLINEPREDICT_)."""
-    env = dict(os.environ)
-    for name, value in settings.model_dump().items():
-        if value is None:
-            continue
-        if hasattr(value, "get_secret_value"):
-            value = value.get_secret_value()
-        env[f"ONLINEPREDICT_{name.upper()}"] = str(value)
-    return env
+    return settings.child_environment()  # type: ignore[no-any-return]
 
 
 def cli(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -46,16 +45,7 @@ def redis_client(redis_url: str):  # type: ignore[no-untyped-def]
 
 def settings_env(settings: Any, **extra: str) -> dict[str, str]:
     """The environment that makes ``python -m service.worker`` use ``settings``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ONLINEPREDICT_")}
-    for name, value in settings.model_dump().items():
-        if value is None:
-            continue
-        if hasattr(value, "get_secret_value"):
-            value = value.get_secret_value()
-        env[f"ONLINEPREDICT_{name.upper()}"] = str(value)
-    env.update(extra)
-    env["PYTHONPATH"] = str(ROOT)
-    return env
+    return settings.child_environment(**extra, PYTHONPATH=str(ROOT))  # type: ignore[no-any-return]
 
 
 @dataclass
