@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from learners.base import REGISTRY, Learner, Prediction, StepReport
+from learners.base import REGISTRY, BatchInterrupted, Learner, Prediction, StepReport
 from learners.codec import decode_state, encode_state
 
 _INFRA = {"base", "codec", "checks", "functional"}
@@ -52,6 +52,7 @@ def load_state(state: dict) -> Learner:  # type: ignore[type-arg]
 
 __all__ = [
     "REGISTRY",
+    "BatchInterrupted",
     "Learner",
     "Prediction",
     "StepReport",

@@ -40,6 +40,19 @@ _FLOAT64 = np.dtype(np.float64)
 _RESERVED = ("kind", "dim", "params")
 
 
+class BatchInterrupted(ValueError):
+    """``learn_many`` stopped at row ``index`` after its batch passed validation: the rows
+    before it are learned (their reports are ``reports``), that row and the rest are not.
+    The cause (a ``ValueError`` the step raised) is ``__cause__``; ``learn`` on the same row
+    alone would have raised it. A batch that fails validation raises a plain ``ValueError``
+    and changes nothing."""
+
+    def __init__(self, index: int, reports: list[StepReport], cause: ValueError) -> None:
+        super().__init__(f"row {index}: {cause}")
+        self.index = index
+        self.reports = reports
+
+
 @dataclass(frozen=True)
 class Prediction:
     """A point prediction.
@@ -198,10 +211,18 @@ class Learner:
         """``learn`` on each row in order (sequential semantics, identical to a loop).
 
         Rows are validated all together first, so one bad row rejects the whole batch
-        and leaves the state untouched.
+        and leaves the state untouched. A step that fails after that raises
+        :class:`BatchInterrupted`, which says how many rows were learned.
         """
         rows, labels, hs = self._check_many(X, y, hints)
-        return [self._learn(x, v, h) for x, v, h in zip(rows, labels, hs, strict=True)]
+        reports: list[StepReport] = []
+        append, learn = reports.append, self._learn
+        try:
+            for x, v, h in zip(rows, labels, hs, strict=True):
+                append(learn(x, v, h))
+        except ValueError as exc:
+            raise BatchInterrupted(len(reports), reports, exc) from exc
+        return reports
 
     def _check_many(
         self, X: Any, y: Sequence[Any], hints: Sequence[float | None] | None

@@ -14,7 +14,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from learners._constraints import Constraint, Interval, Options
-from learners.base import Learner, Prediction, StepReport, make_report, readonly
+from learners.base import (
+    BatchInterrupted,
+    Learner,
+    Prediction,
+    StepReport,
+    make_report,
+    readonly,
+)
 
 
 def pa_step_size(a: float, epsilon: float, sq_norm: float, variant: str, C: float) -> float:
@@ -135,6 +142,8 @@ class PARegressor(Learner):
                     w, buf = buf, w
                 append(make_report(y_hat, e * e, {"eps_loss": max(0.0, a - eps), "tau": tau}))
                 done += 1
+        except ValueError as exc:
+            raise BatchInterrupted(done, reports, exc) from exc
         finally:  # an exception mid-batch leaves the state of the rows learned, as the loop
             self.w_ = w
             self.t_ += done

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options
-from learners.base import Learner, Prediction, StepReport
+from learners.base import BatchInterrupted, Learner, Prediction, StepReport
 from learners.quantification import estimators as est
 from learners.quantification import nested
 
@@ -246,7 +246,13 @@ class _Quantifier(Learner):
         hs = [None] * len(rows) if hints is None else [self._check_hint(h) for h in hints]
         if not len(rows) == len(labels) == len(hs):
             raise ValueError("X, y and hints must have the same length")
-        return [self._learn(x, v, h) for x, v, h in zip(rows, labels, hs, strict=True)]
+        reports: list[StepReport] = []
+        try:
+            for x, v, h in zip(rows, labels, hs, strict=True):
+                reports.append(self._learn(x, v, h))
+        except ValueError as exc:
+            raise BatchInterrupted(len(reports), reports, exc) from exc
+        return reports
 
     def _update(self, xb: np.ndarray, y: int) -> dict[str, float]:  # pragma: no cover
         raise NotImplementedError
