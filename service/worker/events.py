@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
+
+import orjson
 
 MAX_ID_LEN = 256
 
@@ -28,7 +30,7 @@ class InvalidEvent(ValueError):
         self.model = model
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass costs ~1 us more per event
 class Event:
     model: str
     id: str
@@ -41,8 +43,30 @@ class Event:
     version: int | None = None  # rollback: the checkpoint version to restore
 
 
+_NUMBER_TYPES = frozenset((int, float))  # what JSON numbers decode to (bool excluded)
+
+
 def _is_number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _numbers(v: Any) -> TypeGuard[list[float]]:
+    """``v`` is a non-empty list of JSON numbers (one C-level pass over the types)."""
+    return type(v) is list and bool(v) and _NUMBER_TYPES.issuperset(map(type, v))
+
+
+def _all_finite(v: list[float]) -> bool:
+    # a finite sum proves every term finite; an overflowing sum takes the exact check
+    return math.isfinite(sum(v)) or all(map(math.isfinite, v))
+
+
+def _loads(value: bytes) -> Any:
+    """orjson (~9x faster than ``json``); what it refuses goes through ``json``, which reads
+    NaN/Infinity and huge numbers too, so those get the precise "finite" reason."""
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return json.loads(value)
 
 
 def _optional_number(obj: dict[str, Any], name: str, model: str) -> float | None:
@@ -73,7 +97,7 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
     if value is None:
         raise InvalidEvent("record has no value")
     try:
-        obj = json.loads(value)
+        obj = _loads(value)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidEvent(f"value is not valid JSON: {exc}") from None
     if not isinstance(obj, dict):
@@ -112,9 +136,9 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
             vectors=_vectors(obj.get("vectors"), model),
         )
     x = obj.get("x")
-    if not isinstance(x, list) or not x or not all(_is_number(v) for v in x):
+    if not _numbers(x):
         raise InvalidEvent("'x' must be a non-empty list of numbers", model)
-    if not all(math.isfinite(v) for v in x):
+    if not _all_finite(x):
         raise InvalidEvent("'x' must contain only finite numbers (no NaN or inf)", model)
     y = obj.get("y")
     if y is not None and not isinstance(y, int | float | bool):
@@ -130,14 +154,9 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
 
 
 def _vectors(v: Any, model: str) -> list[list[float]]:
-    ok = (
-        isinstance(v, list)
-        and v
-        and all(isinstance(row, list) and row and all(_is_number(c) for c in row) for row in v)
-    )
-    if not ok:
+    if not (type(v) is list and v and all(map(_numbers, v))):
         raise InvalidEvent("'vectors' must be a non-empty list of non-empty number lists", model)
-    if not all(math.isfinite(c) for row in v for c in row):
+    if not all(map(_all_finite, v)):
         raise InvalidEvent("'vectors' must contain only finite numbers", model)
     return v  # type: ignore[no-any-return]
 
@@ -146,8 +165,8 @@ def raw_event_id(value: bytes | None) -> str:
     """The ``id`` string of a record value, valid or not ("" when it has none): the
     event id a stamp records, and what the void-stamp check compares it with."""
     try:
-        obj = json.loads(value) if value is not None else None
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        obj = _loads(value) if value is not None else None
+    except (ValueError, RecursionError, OverflowError):  # JSON and Unicode errors too
         return ""
     event_id = obj.get("id") if isinstance(obj, dict) else None
     return event_id if isinstance(event_id, str) else ""

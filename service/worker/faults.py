@@ -34,8 +34,9 @@ class Faults:
         seed = os.environ.get("ONLINEPREDICT_FAULT_SEED")
         return cls(os.environ.get("ONLINEPREDICT_FAULTS", ""), int(seed) if seed else None)
 
-    def hit(self, point: str) -> None:
+    def hit(self, point: str, times: int = 1) -> None:
+        """Pass ``point`` ``times`` times (e.g. once per event of a learned batch)."""
         rate = self.rates.get(point)
-        if rate and self.rng.random() < rate:
+        if rate and any(self.rng.random() < rate for _ in range(times)):
             logger.warning("fault injection: SIGKILL at %s", point)
             os.kill(os.getpid(), signal.SIGKILL)

@@ -41,7 +41,13 @@ async def process_batch(
     checkpoint: Checkpoint,
     batch: dict[TopicPartition, list[ConsumerRecord]],
 ) -> None:
-    """Handle one polled batch, partition by partition, in offset order."""
+    """Handle one polled batch, partition by partition, in offset order.
+
+    Example events are gathered per model and learned with one ``learn_many`` call per
+    model (``ModelRuntime.handle_many``); anything else (a control event, an invalid event,
+    an unknown model) first learns what is gathered, then is handled alone, so every model
+    sees its events in log order and a rollback's seek-back drops the records after it.
+    """
     decoded: list[tuple[TopicPartition, ConsumerRecord, Event | InvalidEvent]] = []
     wanted: set[str] = set()
     for tp, records in batch.items():
@@ -66,11 +72,55 @@ async def process_batch(
     if wanted:
         loaded, failed = await load_models(ctx, sorted(wanted))
         ctx.models.update(loaded)
+    gathered: dict[str, list[tuple[Event, int, int]]] = {}  # model -> its examples, in order
+    by_offset: dict[tuple[int, int], ConsumerRecord] = {}  # (partition, offset) -> record
+    current: TopicPartition | None = None
     for tp, rec, ev in decoded:
         if rec.offset >= ctx.next_offset.get(tp, 0):
             continue  # sought back below this record (a rollback): it is delivered again
-        await _handle(ctx, tp, rec, ev, failed)
+        if tp != current:  # one partition at a time: a group never spans two
+            await _learn_gathered(ctx, gathered, by_offset)
+            current = tp
+        if type(ev) is Event and ev.type == "example" and ev.model in ctx.models:
+            gathered.setdefault(ev.model, []).append((ev, tp.partition, rec.offset))
+            by_offset[tp.partition, rec.offset] = rec
+        else:
+            await _learn_gathered(ctx, gathered, by_offset)
+            await _handle(ctx, tp, rec, ev, failed)
         checkpoint.note(tp, rec.offset)
+    await _learn_gathered(ctx, gathered, by_offset)
+
+
+async def _learn_gathered(
+    ctx: WorkerContext,
+    gathered: dict[str, list[tuple[Event, int, int]]],
+    records: dict[tuple[int, int], ConsumerRecord],
+) -> None:
+    """Learn each model's gathered examples in one go, then empty ``gathered``."""
+    st = ctx.stats
+    for model, items in gathered.items():
+        rt = ctx.models[model]
+        started = perf_counter()
+        outcomes = rt.handle_many(items)
+        elapsed = perf_counter() - started
+        applied = 0
+        for (_, partition, offset), (outcome, reason) in zip(items, outcomes, strict=True):
+            st.processed += 1
+            if outcome == APPLIED:
+                applied += 1
+            elif outcome == DUPLICATE:
+                st.duplicate += 1
+            elif outcome == SKIPPED:
+                st.skipped += 1
+            else:
+                st.rejected += 1
+                await ctx.deadletters.send(records[partition, offset], reason)
+        if applied:
+            st.applied += applied
+            ctx.metrics.update_histogram(rt.learner.kind).observe_many(elapsed / applied, applied)
+            ctx.faults.hit("after_learn", applied)
+    gathered.clear()
+    records.clear()
 
 
 async def _handle(

@@ -1,8 +1,9 @@
 """The worker's process metrics (served by ``service.worker.health`` on ``worker_metrics_port``).
 
 - ``onlinepredict_update_seconds{kind}``: one learn step (``learner.learn`` + the running
-  statistics), timed per applied event with a ``perf_counter`` pair and counted into
-  fixed buckets by ``bisect`` -- no lock, about 0.5 us per event (prometheus_client: 1.5).
+  statistics). The worker learns a model's examples of a poll in one ``learn_many``, so
+  the batch is timed with a ``perf_counter`` pair and each of its events counts as the
+  batch's mean; fixed buckets, ``bisect``, no lock (prometheus_client costs 1.5 us each).
 - ``onlinepredict_checkpoint_seconds``: one ``Checkpoint.commit`` (dead letters, model
   states, Kafka offsets, worker counters).
 - ``onlinepredict_consumer_lag{partition}``: ``highwater - next offset to process`` for
@@ -56,6 +57,12 @@ class FastHistogram:
         self.counts[bisect_left(self.bounds, seconds)] += 1
         self.sum += seconds
         self.count += 1
+
+    def observe_many(self, seconds_each: float, n: int) -> None:
+        """``n`` observations of ``seconds_each`` (a batch timed as a whole)."""
+        self.counts[bisect_left(self.bounds, seconds_each)] += n
+        self.sum += seconds_each * n
+        self.count += n
 
     def buckets(self) -> list[tuple[str, float]]:
         out, acc = [], 0

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import numpy as np
 
 import learners
+from learners.base import BatchInterrupted, StepReport
 from learners.codec import decode_state, encode_state
 from service.metrics.running import RunningStats
 from service.store.checkpoints import (
@@ -120,6 +123,88 @@ class ModelRuntime:
             report.diagnostics,
         )
         return APPLIED
+
+    def handle_many(self, items: Sequence[tuple[Event, int, int]]) -> list[tuple[str, str]]:
+        """``handle`` on each ``(event, partition, offset)`` in order, with every event that
+        is learned going through one ``learner.learn_many`` call: the same outcomes,
+        counters, seen ids, stamp, statistics and learner state as the loop of ``handle``.
+
+        Only example events (no control events). Returns ``(outcome, reason)`` per item;
+        the reason is set for rejected ones.
+
+        The loop's decisions are made up front, side-effect free: skipped (stamp), duplicate
+        (the seen-id window as it will be when the event's turn comes, evictions by the
+        events learned before it included), else learned. When ``learn_many`` refuses the
+        batch (a bad row or label) or a step fails part-way, the events from the first one
+        not learned on go through ``handle`` one by one, which finds and rejects the bad
+        ones exactly as before.
+        """
+        keep = self.seen_keep
+        if keep and len(items) > keep:
+            return [self._one(*item) for item in items]  # the window would turn over
+        decided: list[str] = []  # SKIPPED, DUPLICATE or APPLIED (= to learn)
+        todo: list[Event] = []
+        batch_ids: set[str] = set()
+        slack = keep - len(self.seen)  # learned ids the window takes before evicting
+        for event, partition, offset in items:
+            if self.covers(partition, offset):
+                decided.append(SKIPPED)
+            elif keep and (event.id in batch_ids or self._still_seen(event.id, len(todo) - slack)):
+                decided.append(DUPLICATE)
+            else:
+                decided.append(APPLIED)
+                todo.append(event)
+                if keep:
+                    batch_ids.add(event.id)
+        reports: list[StepReport] = []
+        X = np.empty((0, 0))
+        if todo:
+            try:  # ragged rows (a wrong dimension) fail here
+                X = np.array([e.x for e in todo], dtype=np.float64)
+            except (ValueError, TypeError, OverflowError):
+                todo = []
+        if todo:
+            hints = [e.hint for e in todo]
+            try:
+                reports = self.learner.learn_many(
+                    X,
+                    [e.y for e in todo],
+                    hints=None if all(h is None for h in hints) else hints,
+                )
+            except BatchInterrupted as exc:
+                reports = exc.reports
+            except ValueError:
+                pass  # refused as a whole, nothing learned: the loop finds the bad event
+        out: list[tuple[str, str]] = []
+        learned = 0
+        for i, ((event, partition, offset), outcome) in enumerate(zip(items, decided, strict=True)):
+            if outcome == APPLIED:
+                if learned == len(reports):  # the rest as the loop does it
+                    out.extend(self._one(*item) for item in items[i:])
+                    return out
+                self.stamp = Stamp(partition, offset, event.id)
+                self.dirty = True
+                self._applied(event.id)
+                r = reports[learned]
+                self.stats.update(X[learned], event.y, r.prediction, r.loss, r.diagnostics)
+                learned += 1
+            elif outcome == DUPLICATE:
+                self.stamp = Stamp(partition, offset, event.id)
+                self.dirty = True
+                self.counters.duplicate += 1
+            out.append((outcome, ""))
+        return out
+
+    def _still_seen(self, event_id: str, evictions: int) -> bool:
+        """Whether ``event_id`` is in the seen window after its ``evictions`` oldest ids
+        are gone (what learning that many more ids does to a full window)."""
+        if event_id not in self.seen:
+            return False
+        return evictions <= 0 or event_id not in islice(self.seen, evictions)
+
+    def _one(self, event: Event, partition: int, offset: int) -> tuple[str, str]:
+        outcome = self.handle(event, partition, offset)
+        return outcome, self.last_reason if outcome == REJECTED else ""
 
     def _register(self, event: Event) -> str:
         """A transductive block (docs/events.md §3): ``learner.register(vectors)``."""

@@ -82,3 +82,68 @@ def test_faults_parse_and_refuse_unknown_points() -> None:
     with pytest.raises(ValueError, match="unknown fault point"):
         Faults("somewhere=1")
     Faults("").hit("after_learn")  # no faults: nothing happens
+
+
+# ---- handle_many: the batched path equals the loop of handle ------------------------------
+_KINDS = {"pa": {}, "vaw": {}, "nemsis": {}}
+
+
+def _event(i: int, ident: str, bad: str, kind: str):  # type: ignore[no-untyped-def]
+    from service.worker.events import Event
+
+    x = [((i * 7919) % 13) / 6.0 - 1.0, ((i * 104729) % 7) / 3.0 - 1.0]
+    y: object = (1 if i % 3 else -1) if kind == "nemsis" else x[0] - 0.5 * x[1]
+    if bad == "dim":
+        x = [*x, 1.0]
+    elif bad == "label":
+        y = "no"
+    elif bad == "unlabelled":
+        y = None  # a regressor refuses it, a quantifier learns from it
+    return Event("m", ident, x, y, hint=0.0 if bad == "hint" else None)
+
+
+def _runtime(kind: str, keep: int) -> ModelRuntime:
+    spec = {"id": "m", "kind": kind, "dim": 2, "params": _KINDS[kind]}
+    return ModelRuntime.create(spec, None, [], seen_keep=keep)
+
+
+def _snapshot(rt: ModelRuntime):  # type: ignore[no-untyped-def]
+    from learners.codec import encode_state
+
+    return (
+        encode_state(rt.learner.state()),
+        encode_state(rt.stats.state()),
+        vars(rt.counters),
+        list(rt.seen),
+        list(rt.new_ids),
+        rt.stamp,
+        rt.dirty,
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(_KINDS))
+@pytest.mark.parametrize("keep", [0, 2, 5, 8, 50])
+@pytest.mark.parametrize("seed", range(6))
+def test_handle_many_equals_the_loop_of_handle(kind: str, keep: int, seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    n = 60
+    ids = [f"e{rng.randrange(12)}" for _ in range(n)]  # many repeats: duplicates, evictions
+    bads = [rng.choice(["", "", "", "", "", "dim", "label", "unlabelled", "hint"]) for _ in ids]
+    events = [_event(i, ident, bad, kind) for i, (ident, bad) in enumerate(zip(ids, bads, strict=True))]
+    start = rng.randrange(5)  # the first offsets are covered by a restored stamp
+    items = [(ev, 0, 100 + i) for i, ev in enumerate(events)]
+    loop, many = _runtime(kind, keep), _runtime(kind, keep)
+    loop.stamp = many.stamp = Stamp(0, 100 + start - 1, "restored") if start else None
+    expected = [(loop.handle(ev, p, o), loop.last_reason) for ev, p, o in items]
+    expected = [(o, r if o == REJECTED else "") for o, r in expected]
+    got = []
+    i = 0
+    while i < n:  # random group sizes, as polls cut the stream
+        k = rng.randrange(1, 12)
+        got.extend(many.handle_many(items[i : i + k]))
+        i += k
+    assert got == expected
+    assert _snapshot(many) == _snapshot(loop)
+    assert {o for o, _ in got} >= {APPLIED, REJECTED}
