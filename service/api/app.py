@@ -26,7 +26,7 @@ from service.api.routes import (
     predict,
 )
 from service.api.routes._common import errors as route_errors
-from service.api.serving import ModelCache
+from service.api.serving import ModelCache, SpecMemo
 from service.api.store import ApiStore
 from service.config import Settings, get_settings
 from service.dashboard.router import router as dashboard_router
@@ -52,6 +52,7 @@ class LifespanState(TypedDict):
     store: ApiStore
     producer: LazyProducer
     cache: ModelCache
+    specs: SpecMemo
 
 
 def _unique_id(route: APIRoute) -> str:
@@ -76,7 +77,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             producer = LazyProducer(settings)
             stack.push_async_callback(producer.close)
             store = ApiStore(redis, Keys(settings.key_prefix))
-            yield {"store": store, "producer": producer, "cache": ModelCache(store)}
+            yield {
+                "store": store,
+                "producer": producer,
+                "cache": ModelCache(store),
+                "specs": SpecMemo(),
+            }
 
     app = FastAPI(
         title="onlinepredict",

@@ -1,4 +1,7 @@
-"""Dependencies: route signatures read ``settings: SettingsDep, model: ModelDep``."""
+"""Dependencies: route signatures read ``settings: SettingsDep, model: ModelDep``.
+
+All are coroutines although none awaits: FastAPI runs a plain ``def`` dependency in the
+thread pool, one thread hop per dependency per request."""
 
 from __future__ import annotations
 
@@ -14,24 +17,24 @@ from service.api.store import ApiStore
 from service.config import Settings
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings  # type: ignore[no-any-return]
 
 
-def get_store(request: Request) -> ApiStore:
+async def get_store(request: Request) -> ApiStore:
     return request.state.store  # type: ignore[no-any-return]
 
 
-def get_redis(request: Request) -> Redis:
+async def get_redis(request: Request) -> Redis:
     """The app's Redis pool (bytes mode); prefer ``StoreDep`` for the API's own keys."""
     return request.state.store.redis  # type: ignore[no-any-return]
 
 
-def get_producer(request: Request) -> LazyProducer:
+async def get_producer(request: Request) -> LazyProducer:
     return request.state.producer  # type: ignore[no-any-return]
 
 
-def get_cache(request: Request) -> ModelCache:
+async def get_cache(request: Request) -> ModelCache:
     return request.state.cache  # type: ignore[no-any-return]
 
 

@@ -49,5 +49,13 @@ async def require_read_key(
         _check(settings, header, bearer)
 
 
+async def check_read_key(request: Request) -> None:
+    """``require_read_key`` for a handler that resolves no dependencies (the predict fast
+    path): the same header extraction, the same 401."""
+    settings: Settings = request.app.state.settings
+    if settings.api_key_on_reads:
+        _check(settings, await _header(request), await _bearer(request))
+
+
 WriteKey = Depends(require_write_key)
 ReadKey = Depends(require_read_key)

@@ -3,6 +3,7 @@ refreshed when the checkpoint's version (or the spec) changes."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections import OrderedDict
@@ -60,16 +61,50 @@ def _fingerprint(spec: ModelSpec) -> str:
     return hit[1] if hit is not None and hit[0] is spec else _dump(spec)
 
 
+@dataclass(frozen=True)
+class KnownSpec:
+    spec: ModelSpec
+    sha1: str  # of the stored JSON bytes: what Redis compares with (``redis.sha1hex``)
+
+
+class SpecMemo:
+    """The last stored spec seen per model id, for the predict hot path: a request is
+    checked against it and its predictions are stored only if Redis still holds a spec with
+    the same SHA-1 (``ApiStore.store_checked_predictions``), so a stale entry costs a second
+    round trip, never a wrong answer."""
+
+    def __init__(self, size: int = CACHE_SPECS) -> None:
+        self._size = size
+        self._entries: OrderedDict[str, KnownSpec] = OrderedDict()
+
+    def get(self, model: str) -> KnownSpec | None:
+        return self._entries.get(model)
+
+    def learn(self, model: str, raw: bytes) -> KnownSpec:
+        """Parse (memoised by bytes) and remember the stored spec of ``model``."""
+        known = KnownSpec(parse_spec(raw), hashlib.sha1(raw, usedforsecurity=False).hexdigest())
+        self._entries[model] = known
+        self._entries.move_to_end(model)
+        while len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+        return known
+
+    def forget(self, model: str) -> None:
+        self._entries.pop(model, None)
+
+
 class ModelCache:
     def __init__(self, store: ApiStore, size: int = CACHE_MODELS) -> None:
         self._store = store
         self._size = size
         self._entries: OrderedDict[str, tuple[str, Served]] = OrderedDict()
 
-    async def get(self, spec: ModelSpec) -> Served:
-        """The learner at the latest checkpoint: one HGET when the cached version is current."""
+    async def get(self, spec: ModelSpec, version: int | None = None) -> Served:
+        """The learner at the latest checkpoint: one HGET when the cached version is current,
+        none when the caller read ``version`` already (a newer checkpoint is loaded then)."""
         fp = _fingerprint(spec)
-        version = await self._store.version(spec.id)
+        if version is None:
+            version = await self._store.version(spec.id)
         hit = self._entries.get(spec.id)
         if hit is not None and hit[0] == fp and hit[1].version == version:
             self._entries.move_to_end(spec.id)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from contextvars import ContextVar
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,18 +29,9 @@ return {1, redis.call('HGET', KEYS[1], 'x'), redis.call('HGET', KEYS[1], 'hint')
 """
 
 
-# The predict hot path reads the spec and the checkpoint version in one round trip; false
-# becomes nil when a key is missing. Both keys share the model's {id} slot.
-_SPEC_AND_VERSION = """
-return {redis.call('GET', KEYS[1]), redis.call('HGET', KEYS[2], 'version')}
-"""
-#: (model, version) read together with the spec by the current request (each request runs
-#: in its own task, hence its own context); ``ApiStore.version`` consumes it once.
-_request_version: ContextVar[tuple[str, int] | None] = ContextVar("version", default=None)
-
-# The predict hot path stores a batch with one command (a pipeline of 2 commands per row
-# costs far more client CPU). KEYS: prediction keys (one model, one slot); ARGV: ttl,
-# version, ts, then x and hint per key.
+# Stores a batch with one command (a pipeline of 2 commands per row costs far more client
+# CPU): the predict route's rewrite of ``v`` when the checkpoint moved during a request.
+# KEYS: prediction keys (one model, one slot); ARGV: ttl, version, ts, then x and hint per key.
 _SAVE_PREDICTIONS = """
 for i, key in ipairs(KEYS) do
   redis.call('HSET', key, 'x', ARGV[2 + 2 * i], 'hint', ARGV[3 + 2 * i], 'v', ARGV[2],
@@ -51,12 +42,24 @@ return #KEYS
 """
 
 
-def _rows_json(rows: list[list[float]]) -> list[str]:
-    """``[json.dumps(row) for row in rows]`` with one encoder call: float formatting
-    dominates a batch, and one call saves the per-call overhead (rows of numbers contain no
-    brackets, so splitting the encoded list on its row separators is exact)."""
-    text = json.dumps(rows)
-    return ["[" + part + "]" for part in text[2:-2].split("], [")]
+# The predict hot path in one round trip: the spec's SHA-1 the API process has validated the
+# request against (ARGV[1]), the checkpoint version, and the predictions stored with that
+# version. KEYS: spec, state, then the prediction keys (all in the model's {id} slot);
+# ARGV: spec sha1, ttl, ts, then x and hint per prediction key. Returns nil when the model
+# does not exist (nothing stored), {version} when stored, {version, spec} when the stored
+# spec is not the one the request was checked against (nothing stored: check again).
+_PREDICT = """
+local spec = redis.call('GET', KEYS[1])
+if not spec then return nil end
+local version = redis.call('HGET', KEYS[2], 'version') or '0'
+if redis.sha1hex(spec) ~= ARGV[1] then return {version, spec} end
+for i = 3, #KEYS do
+  redis.call('HSET', KEYS[i], 'x', ARGV[2 * i - 2], 'hint', ARGV[2 * i - 1], 'v', version,
+    'ts', ARGV[3])
+  redis.call('EXPIRE', KEYS[i], ARGV[2])
+end
+return {version}
+"""
 
 
 @dataclass(frozen=True)
@@ -71,8 +74,8 @@ class ApiStore:
         self.redis = redis
         self.keys = keys
         self._claim = redis.register_script(_CLAIM)
-        self._spec_and_version = redis.register_script(_SPEC_AND_VERSION)
         self._save_predictions = redis.register_script(_SAVE_PREDICTIONS)
+        self._predict = redis.register_script(_PREDICT)
 
     # ---- specs (service.store.registry) ---------------------------------------------------
     async def create_spec(self, spec: dict[str, Any]) -> bool:
@@ -100,21 +103,7 @@ class ApiStore:
 
     # ---- checkpoints (read only) ---------------------------------------------------------
     async def version(self, model: str) -> int:
-        known = _request_version.get()
-        if known is not None and known[0] == model:
-            _request_version.set(None)  # once: a later read in this request asks Redis
-            return known[1]
         return await read_version(self.redis, self.keys, model)
-
-    async def raw_spec(self, model: str) -> bytes | None:
-        """The stored spec JSON, unparsed (None: unknown model; see ``serving.parse_spec``),
-        read in one round trip with the checkpoint version, which the next ``version(model)``
-        call of the same request returns without asking Redis again."""
-        raw, version = await self._spec_and_version(
-            keys=[self.keys.spec(model), self.keys.state(model)]
-        )
-        _request_version.set((model, int(version or 0)))
-        return raw  # type: ignore[no-any-return]
 
     async def checkpoint(self, model: str) -> tuple[bytes | None, int]:
         """The state blob and its version, read together (one atomic HMGET)."""
@@ -152,17 +141,46 @@ class ApiStore:
     async def save_predictions(
         self,
         model: str,
-        rows: list[tuple[str, list[float], float | None]],
+        ids: Sequence[str],
+        x_json: Sequence[bytes],
+        hint_json: Sequence[bytes],
         version: int,
         ttl_s: int,
     ) -> None:
-        """Each row as the hash ``x``, ``hint``, ``v`` (version), ``ts`` with a TTL: one
-        script call for the whole batch."""
-        keys = [self.keys.prediction(model, pid) for pid, _, _ in rows]
-        args: list[str | int] = [ttl_s, version, repr(time.time())]
-        for x_json, (_, _, hint) in zip(_rows_json([x for _, x, _ in rows]), rows, strict=True):
-            args += [x_json, json.dumps(hint)]
+        """Each prediction as the hash ``x``, ``hint`` (JSON), ``v`` (version), ``ts`` with a
+        TTL: one script call for the whole batch."""
+        keys = [self.keys.prediction(model, pid) for pid in ids]
+        args: list[str | bytes | int] = [ttl_s, version, repr(time.time())]
+        for x, h in zip(x_json, hint_json, strict=True):
+            args += [x, h]
         await self._save_predictions(keys=keys, args=args)
+
+    async def store_checked_predictions(
+        self,
+        model: str,
+        spec_sha1: str,
+        ids: Sequence[str],
+        x_json: Sequence[bytes],
+        hint_json: Sequence[bytes],
+        ttl_s: int,
+    ) -> tuple[int, bytes | None] | None:
+        """The predict hot path's one round trip: store each prediction (the hash ``x``,
+        ``hint``, ``v``, ``ts`` with a TTL, as ``save_predictions``) with the current
+        checkpoint version, provided the stored spec's SHA-1 is ``spec_sha1``.
+
+        None: no such model (nothing stored). ``(version, None)``: stored with ``v =
+        version``. ``(version, spec)``: the stored spec is another one (or ``spec_sha1`` is
+        empty), nothing stored; here are its bytes to check the request against."""
+        keys = [self.keys.spec(model), self.keys.state(model)]
+        args: list[str | bytes | int] = [spec_sha1, ttl_s, repr(time.time())]
+        if spec_sha1:
+            keys += [self.keys.prediction(model, pid) for pid in ids]
+            for x, h in zip(x_json, hint_json, strict=True):
+                args += [x, h]
+        res = await self._predict(keys=keys, args=args)
+        if res is None:
+            return None
+        return int(res[0]), (res[1] if len(res) > 1 else None)
 
     async def claim_prediction(self, model: str, prediction_id: str) -> Claim | None:
         """Mark a prediction as labelled; None when unknown or expired."""

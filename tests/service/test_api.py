@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fastapi import Request
 from fastapi.testclient import TestClient
 
 import learners
@@ -164,8 +165,138 @@ def test_predict_stores_features_with_ttl(client: TestClient, api_settings: Sett
         return await redis.hgetall(key), await redis.ttl(key)
 
     stored, ttl = redis_call(api_settings, read)
-    assert stored[b"x"] == b"[0.5, -1.0, 2.0]" and stored[b"hint"] == b"0.25"
+    # Compact JSON (orjson); the label route reads it back with json.loads: the same floats.
+    assert stored[b"x"] == b"[0.5,-1.0,2.0]" and stored[b"hint"] == b"0.25"
+    assert stored[b"v"] == str(r.json()["model_version"]).encode()
     assert 0 < ttl <= api_settings.prediction_ttl_s
+
+
+def test_predict_stores_integers_as_floats_in_both_paths(
+    client: TestClient, api_settings: Settings
+) -> None:
+    """The fast path (plain numbers) and the validated path (here: a numeric string, which
+    pydantic converts) store the same floats as before: ints become floats."""
+    mid = create(client)
+    fast = client.post(f"/v1/models/{mid}/predict", json={"instances": [[1, 2, 3]], "hints": [2]})
+    slow = client.post(f"/v1/models/{mid}/predict", json={"x": ["1", 2, 3], "hint": 2})
+    assert fast.status_code == slow.status_code == 200, (fast.text, slow.text)
+    pids = [r.json()["predictions"][0]["prediction_id"] for r in (fast, slow)]
+
+    async def read(redis, keys):  # type: ignore[no-untyped-def]
+        return [await redis.hmget(keys.prediction(mid, p), ["x", "hint"]) for p in pids]
+
+    for x, hint in redis_call(api_settings, read):
+        assert x == b"[1.0,2.0,3.0]" and hint == b"2.0"
+
+
+def test_predict_follows_a_changed_spec_and_a_deleted_model(client: TestClient) -> None:
+    """The API process remembers the spec it checked requests against; Redis stores the
+    predictions only while that spec is current, so a re-created model is never served
+    with (or checked against) the old one."""
+    mid = create(client, dim=3)
+    assert client.post(f"/v1/models/{mid}/predict", json={"x": [1, 2, 3]}).status_code == 200
+    assert client.delete(f"/v1/models/{mid}").status_code == 204
+    r = client.post(f"/v1/models/{mid}/predict", json={"x": [1, 2, 3]})
+    assert r.status_code == 404 and mid in r.json()["detail"]
+    create(client, dim=2, id=mid)
+    r = client.post(f"/v1/models/{mid}/predict", json={"x": [1, 2, 3]})
+    assert r.status_code == 422 and "dimension 2" in r.json()["detail"], r.text
+    r = client.post(f"/v1/models/{mid}/predict", json={"instances": [[1, 2], [3, 4]]})
+    assert r.status_code == 200 and len(r.json()["predictions"]) == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"x": [1, 2.5, -3]},
+        {"x": [1, 2.5, -3], "hint": 0.5},
+        {"x": [1, 2.5, -3], "hint": None},
+        {"instances": [[1, 2.5, -3], [0, 0, 1]]},
+        {"instances": [[1, 2.5, -3], [0, 0, 1]], "hints": [None, 2]},
+    ],
+)
+def test_predict_fast_and_validated_paths_agree(
+    client: TestClient, api_settings: Settings, body: dict[str, Any]
+) -> None:
+    """A plain JSON body takes the fast path; the same body with its numbers written as
+    strings goes through pydantic (which converts them): same answers."""
+    mid = create(client)
+    write_state(api_settings, mid, pa_with_weights([1.0, -2.0, 0.5]), 0, offset=0)
+    fast = client.post(f"/v1/models/{mid}/predict", json=body)
+    key = "x" if "x" in body else "instances"
+    slow_body = dict(body)
+    if key == "x":
+        slow_body["x"] = [str(v) for v in body["x"]]
+    else:
+        slow_body["instances"] = [[str(v) for v in row] for row in body["instances"]]
+    slow = client.post(f"/v1/models/{mid}/predict", json=slow_body)
+    assert fast.status_code == slow.status_code == 200, (fast.text, slow.text)
+    f, s = fast.json(), slow.json()
+    assert f["model_version"] == s["model_version"] == 1
+    assert [p["value"] for p in f["predictions"]] == [p["value"] for p in s["predictions"]]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"x": [True, 2, 3]},
+        {"x": [1, 2, 3], "hint": True},
+        {"x": [1, 2, 3], "hint": "0.5"},
+        {"x": None, "instances": [[1, 2, 3]]},
+        {"instances": [[1, 2, 3]], "hints": None},
+        {"instances": [[1, 2, 3]], "hints": [True]},
+        {"x": [1, 2, 3], "instances": None},
+        {"x": [1, 2, 3], "hints": [1]},
+        {"instances": [[1, 2, 3], "a"]},
+        {"instances": [[]]},
+        {"x": []},
+        [1, 2, 3],
+        "x",
+    ],
+)
+def test_predict_unusual_bodies_answer_as_pydantic_says(client: TestClient, body: Any) -> None:
+    """Bodies the fast path does not take go to the validated handler: whatever the
+    outcome, it is a 200 or a readable 422, never a 500."""
+    mid = create(client)
+    r = client.post(f"/v1/models/{mid}/predict", json=body)
+    assert r.status_code in (200, 422), r.text
+    if r.status_code == 422:
+        assert isinstance(r.json()["detail"], str) and r.json()["detail"]
+
+
+def test_predict_stores_the_version_that_served_it(api_settings: Settings) -> None:
+    """When a newer checkpoint lands between the version read and the learner load, the
+    stored predictions carry the version of the learner that made them."""
+    from starlette.concurrency import run_in_threadpool
+
+    from service.api.deps import get_cache
+    from service.api.serving import ModelCache
+
+    class Late(ModelCache):
+        async def get(self, spec, version=None):  # type: ignore[no-untyped-def]
+            # The worker writes checkpoint version+1 right after the version was read.
+            weights = pa_with_weights([0.0, 0.0, 1.0])
+            await run_in_threadpool(write_state, api_settings, spec.id, weights, version, 1)
+            return await super().get(spec)
+
+    async def late_cache(request: Request) -> ModelCache:
+        return Late(request.state.store)
+
+    app = create_app(api_settings)
+    app.dependency_overrides[get_cache] = late_cache
+    with TestClient(app) as c:
+        mid = create(c)
+        v1 = write_state(api_settings, mid, pa_with_weights([1.0, 0.0, 0.0]), 0, offset=0)
+        r = c.post(f"/v1/models/{mid}/predict", json={"x": [1, 2, 3]})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["model_version"] == v1 + 1 and body["predictions"][0]["value"] == 3.0
+        pid = body["predictions"][0]["prediction_id"]
+
+    async def read(redis, keys):  # type: ignore[no-untyped-def]
+        return await redis.hget(keys.prediction(mid, pid), "v")
+
+    assert redis_call(api_settings, read) == str(v1 + 1).encode()
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,9 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"model": ErrorResponse, "description": text[c]} for c in codes}
 
 
-def check_vectors(spec: ModelSpec, rows: list[list[float]], settings: Settings, what: str) -> None:
+def check_vectors(
+    spec: ModelSpec, rows: Sequence[Sequence[float]], settings: Settings, what: str
+) -> None:
     """Batch size and dimension limits; ``ValueError`` (422) with a readable message."""
     if len(rows) > settings.max_batch:
         raise ValueError(f"{what}: at most {settings.max_batch} per request, got {len(rows)}")

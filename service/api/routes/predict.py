@@ -3,43 +3,224 @@
 This is the API's hot path, kept lean after profiling (``benchmarks/predict.py``,
 ``benchmarks/README.md``):
 
-* one sync dependency only (``CacheDep``, which tests override): FastAPI runs a sync
-  dependency in the thread pool, one thread hop per dependency per request, and these hops
-  dominated the latency on a loaded machine; settings and store come from the request;
-* two Redis round trips: the spec with the checkpoint version (``ApiStore.raw_spec``; the
-  cache's version check then needs none), and the batch of predictions stored with one
-  command instead of two per row; the spec is parsed once per distinct stored spec;
-* the response is serialised once with ``json.dumps`` (``PredictResponse`` still documents
-  it in the OpenAPI schema) instead of being validated again as a pydantic model.
+* a plain request (a JSON object with numbers only: ``x`` with an optional ``hint``, or
+  ``instances`` with optional ``hints``) takes a fast path (``PredictRoute``): parsed by
+  orjson and checked by hand, without FastAPI's dependency and pydantic machinery, which
+  cost several times the rest of the request. Anything else (bad input, strings or
+  booleans for numbers, another content type, dependency overrides) goes through the
+  ordinary FastAPI handler below, so every error keeps its status, shape and message, and
+  the OpenAPI schema still documents ``PredictRequest``/``PredictResponse``;
+* one Redis round trip: the checkpoint version is read and the predictions are stored in
+  one script, provided the stored spec is the one this process checked the request against
+  (``SpecMemo``; otherwise the script returns the stored spec and stores nothing);
+* the learner is cached per checkpoint version (``ModelCache``); the response is
+  serialised once with orjson.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import os
+from collections.abc import Callable, Coroutine, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
+import orjson
 from fastapi import APIRouter, HTTPException, Request, Response, status
+from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
 from service.api.deps import CacheDep, ModelIdPath
 from service.api.routes._common import check_vectors, errors, jsonable
-from service.api.schemas import PredictRequest, PredictResponse
-from service.api.security import ReadKey
-from service.api.serving import parse_spec
+from service.api.schemas import ModelSpec, PredictRequest, PredictResponse
+from service.api.security import ReadKey, check_read_key
+from service.api.serving import KnownSpec, ModelCache, SpecMemo
 from service.api.store import ApiStore
 from service.config import Settings
 
-router = APIRouter(prefix="/v1/models", tags=["predict"])
-
 THREAD_BATCH = 256  # larger batches run off the event loop
+SPEC_RETRIES = 3  # a spec that changes under every attempt: store without the check
+_NUMBER = {float, int}  # bool is neither (type() is exact): booleans take the slow path
+_NULL = b"null"
 
 
 def prediction_ids(n: int) -> list[str]:
     """n random 128-bit ids as 32 hex digits (like uuid4().hex), from one urandom call."""
     raw = os.urandom(16 * n).hex()
     return [raw[32 * i : 32 * (i + 1)] for i in range(n)]
+
+
+def _fits(spec: ModelSpec, rows: Sequence[Sequence[float]], settings: Settings) -> bool:
+    return len(rows) <= settings.max_batch and all(len(r) == spec.dim for r in rows)
+
+
+def _rows_json(X: np.ndarray) -> list[bytes]:
+    """Each row of ``X`` as a JSON array, from one encoder call (float formatting dominates a
+    batch); rows of numbers contain no brackets, so splitting on the separators is exact."""
+    text = orjson.dumps(X, option=orjson.OPT_SERIALIZE_NUMPY)
+    return [b"[" + part + b"]" for part in text[2:-2].split(b"],[")]
+
+
+def _hint_json(h: float | None) -> bytes:
+    return _NULL if h is None else orjson.dumps(h)
+
+
+def _value(v: Any) -> Any:
+    return v if type(v) is float and math.isfinite(v) else jsonable(v)
+
+
+async def serve_predictions(
+    request: Request,
+    model_id: str,
+    rows: Sequence[Sequence[float]],
+    hints: Sequence[float | None],
+    what: str,
+    cache: ModelCache,
+) -> Response:
+    """Check the rows against the model's stored spec, store them for their labels (one
+    round trip in the steady state), predict, answer. ``rows`` hold numbers only."""
+    settings: Settings = request.app.state.settings
+    store: ApiStore = request.state.store
+    specs: SpecMemo = request.state.specs
+    n = len(rows)
+    ids = prediction_ids(n)
+    X: np.ndarray | None = None  # built once the rows fit the spec (not ragged)
+    hint_json = [_hint_json(h) for h in hints]
+    x_json: list[bytes] = []
+    known: KnownSpec | None = specs.get(model_id)
+    # A request that does not fit the spec this process knows is checked against the stored
+    # one (it may have changed): ask for it without storing anything.
+    sha1 = known.sha1 if known is not None and _fits(known.spec, rows, settings) else ""
+    for _ in range(SPEC_RETRIES):
+        if sha1 and X is None:
+            X = np.array(rows, dtype=np.float64)
+            x_json = _rows_json(X)
+        res = await store.store_checked_predictions(
+            model_id, sha1, ids, x_json, hint_json, settings.prediction_ttl_s
+        )
+        if res is None:
+            specs.forget(model_id)
+            raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no model with id {model_id!r}")
+        version, raw = res
+        if raw is None:
+            break
+        known = specs.learn(model_id, raw)
+        check_vectors(known.spec, rows, settings, what)  # 422 against the stored spec
+        sha1 = known.sha1
+    else:  # pragma: no cover - the spec changed under each of SPEC_RETRIES round trips
+        sha1 = ""
+        X = np.array(rows, dtype=np.float64)
+        x_json = _rows_json(X)
+    assert known is not None and X is not None
+    spec = known.spec
+    served = await cache.get(spec, version)
+    if not sha1 or served.version != version:
+        # The checkpoint moved between the two reads (or the spec kept changing): store the
+        # predictions with the version that actually serves them.
+        await store.save_predictions(
+            model_id, ids, x_json, hint_json, served.version, settings.prediction_ttl_s
+        )
+    learner = served.learner
+
+    def run() -> list:  # type: ignore[type-arg]
+        # predict() changes no state (learner contract), so sharing the cached learner is safe.
+        return [learner.predict(x, hint=h) for x, h in zip(X, hints, strict=True)]
+
+    preds = run() if n < THREAD_BATCH else await run_in_threadpool(run)
+    out = [
+        {
+            "value": _value(p.value),
+            "prediction_id": pid,
+            "scores": jsonable(dict(p.scores)) if p.scores else None,
+        }
+        for p, pid in zip(preds, ids, strict=True)
+    ]
+    payload = {"predictions": out, "model_version": served.version}
+    return Response(orjson.dumps(payload), media_type="application/json")
+
+
+def _plain_rows(
+    body: Any,
+) -> tuple[list[list[float | int]], list[float | None], str] | None:
+    """(rows, hints, what) when the parsed body is a plain, valid request whose every value
+    is a JSON number (what ``PredictRequest`` accepts without converting anything but int
+    to float); None for anything else, which the FastAPI handler then validates."""
+    if type(body) is not dict:
+        return None
+    if "x" in body:
+        x = body["x"]
+        hint = body.get("hint")
+        if len(body) > 1 + ("hint" in body) or type(x) is not list or not x:
+            return None
+        if not set(map(type, x)) <= _NUMBER:
+            return None
+        if hint is not None:
+            if type(hint) not in _NUMBER or not math.isfinite(hint):
+                return None
+            hint = float(hint)
+        return [x], [hint], "x"
+    rows = body.get("instances")
+    hints = body.get("hints")
+    if type(rows) is not list or not rows or len(body) > 1 + ("hints" in body):
+        return None
+    if not all(type(r) is list for r in rows):
+        return None
+    if not set(map(type, chain.from_iterable(rows))) <= _NUMBER:
+        return None
+    if hints is None:
+        return rows, [None] * len(rows), "instances"
+    if type(hints) is not list or len(hints) != len(rows):
+        return None
+    if not set(map(type, hints)) <= {float, int, type(None)}:
+        return None
+    out = [None if h is None else float(h) for h in hints]
+    if not all(h is None or math.isfinite(h) for h in out):
+        return None
+    return rows, out, "instances"
+
+
+def _is_json(content_type: str | None) -> bool:
+    if content_type is None:
+        return False
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json"
+
+
+class PredictRoute(APIRoute):
+    """The predict route with a fast path for plain requests (see the module docstring);
+    FastAPI's own handler serves everything else, so behaviour and documentation are
+    those of the endpoint function below."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        generic = super().get_route_handler()
+
+        async def handler(request: Request) -> Response:
+            if request.app.dependency_overrides or not _is_json(
+                request.headers.get("content-type")
+            ):
+                return await generic(request)
+            body = await request.body()  # cached on the request for the generic handler
+            try:
+                parsed = _plain_rows(orjson.loads(body))
+            except orjson.JSONDecodeError:
+                parsed = None
+            if parsed is None:
+                return await generic(request)
+            rows, hints, what = parsed
+            # Then all-finite: orjson reads no NaN/Infinity, and 1e999 becomes inf.
+            if not all(map(math.isfinite, chain.from_iterable(rows))):
+                return await generic(request)
+            await check_read_key(request)
+            model_id = request.path_params["model_id"]
+            return await serve_predictions(
+                request, model_id, rows, hints, what, request.state.cache
+            )
+
+        return handler
+
+
+router = APIRouter(prefix="/v1/models", tags=["predict"], route_class=PredictRoute)
 
 
 @router.post(
@@ -52,38 +233,6 @@ async def predict(
     model_id: ModelIdPath, body: PredictRequest, request: Request, cache: CacheDep
 ) -> Response:
     """Predict for one vector (`x`) or a batch (`instances`) with the serving version."""
-    settings: Settings = request.app.state.settings
-    store: ApiStore = request.state.store
-    raw_spec = await store.raw_spec(model_id)
-    if raw_spec is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no model with id {model_id!r}")
-    model = parse_spec(raw_spec)
     rows, hints = body.rows()
-    check_vectors(model, rows, settings, "x" if body.x is not None else "instances")
-    served = await cache.get(model)
-    learner = served.learner
-
-    def run() -> list:  # type: ignore[type-arg]
-        # predict() changes no state (learner contract), so sharing the cached learner is safe.
-        # One conversion of the whole batch: each row is then an ndarray view, cheap to check.
-        X = np.asarray(rows, dtype=np.float64)
-        return [learner.predict(x, hint=h) for x, h in zip(X, hints, strict=True)]
-
-    preds = run() if len(rows) < THREAD_BATCH else await run_in_threadpool(run)
-    ids = prediction_ids(len(rows))
-    await store.save_predictions(
-        model.id,
-        list(zip(ids, rows, hints, strict=True)),
-        served.version,
-        settings.prediction_ttl_s,
-    )
-    out: list[dict[str, Any]] = [
-        {
-            "value": jsonable(p.value),
-            "prediction_id": pid,
-            "scores": jsonable(dict(p.scores)) if p.scores else None,
-        }
-        for p, pid in zip(preds, ids, strict=True)
-    ]
-    payload = {"predictions": out, "model_version": served.version}
-    return Response(json.dumps(payload, separators=(",", ":")), media_type="application/json")
+    what = "x" if body.x is not None else "instances"
+    return await serve_predictions(request, model_id, rows, hints, what, cache)
