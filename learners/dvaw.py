@@ -20,7 +20,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options
-from learners.base import Learner, Prediction, StepReport, positive, readonly
+from learners.base import Learner, Prediction, StepReport, make_report, positive, readonly
 
 #: production regulariser floor relative to lambda (spec §3.7 item 3)
 DEFAULT_FLOOR_RATIO = 1e-6
@@ -89,25 +89,50 @@ def commit(
     y: float,
     gamma: np.ndarray,
     log_gamma: np.ndarray,
+    out: Spare | None = None,
 ) -> Stack:
-    """Spec §3.5 second half: the RLS a-posteriori update; the hint never enters (§3.2)."""
+    """Spec §3.5 second half: the RLS a-posteriori update; the hint never enters (§3.2).
+
+    ``out`` (from :func:`spare_for`) are buffers the new P and Sigma are written into
+    instead of fresh arrays (same operations, same bits); they must not be part of ``s``.
+    The input stack is never written, so a step that raises leaves the learner as it was.
+    """
     ci = 1.0 / b.c
     v = s.v + (b.g * ci[:, None]) * (y - b.mu)[:, None]  # v_t = v_{t-1} + k_t (y_t - mu_t)
-    # P_t = (P_{t-1} - g g^T / c) / gamma, then symmetrised (§3.7 item 1). Computed in one
-    # fresh buffer (same operations, same order; the input stack is never written, so a
-    # step that raises leaves the learner as it was).
-    P = b.g[:, :, None] * b.g[:, None, :]
+    unit = gamma.size == 1 and gamma[0] == 1.0  # z / 1.0 == z and 1.0 * z == z, bit for bit
+    # P_t = (P_{t-1} - g g^T / c) / gamma, then symmetrised (§3.7 item 1), in one buffer.
+    if out is None:
+        P = b.g[:, :, None] * b.g[:, None, :]
+    else:
+        P = np.multiply(b.g[:, :, None], b.g[:, None, :], out=out.P)
     P *= ci[:, None, None]
     np.subtract(s.P, P, out=P)
-    P /= gamma[:, None, None]
+    if not unit:
+        P /= gamma[:, None, None]
     # Symmetrising is the identity here: g_i g_j == g_j g_i exactly, so a symmetric P_{t-1}
     # (fresh, refreshed, restored or committed) gives an exactly symmetric P_t, and
     # 0.5 * (p + p) == p unless p + p overflows (|p| >= 2^1023) or p is NaN: only then
     # run it, to stay bit for bit the recursion above.
-    if not (P.max() < _HALF_OVERFLOW and P.min() > -_HALF_OVERFLOW):
+    # One BLAS pass decides it for almost every step: a finite sum of squares bounds every
+    # |p| below 2^512 (and has no NaN); otherwise the exact max/min test decides. (vdot,
+    # not @ or dot: it does not report overflow to numpy's errstate, which must not raise
+    # here under np.errstate(all="raise") when the max/min test would not.)
+    flat = P.reshape(-1)
+    if not math.isfinite(np.vdot(flat, flat)) and not (
+        P.max() < _HALF_OVERFLOW and P.min() > -_HALF_OVERFLOW
+    ):
         P = 0.5 * (P + P.transpose(0, 2, 1))
-    Sigma = gamma[:, None, None] * s.Sigma  # Sigma_t = gamma Sigma + x x^T
-    Sigma += np.outer(x, x)
+    # Sigma_t = gamma Sigma + x x^T
+    if out is None:
+        Sigma = gamma[:, None, None] * s.Sigma
+        Sigma += np.outer(x, x)
+    else:
+        xx = np.multiply(x[:, None], x[None, :], out=out.xx)  # np.outer(x, x)
+        if unit:
+            Sigma = np.add(s.Sigma, xx, out=out.Sigma)
+        else:
+            Sigma = np.multiply(gamma[:, None, None], s.Sigma, out=out.Sigma)
+            Sigma += xx
     theta = gamma[:, None] * s.theta + y * x  # theta_{t+1} = gamma theta_t + y_t x_t
     dim = x.shape[0]
     # ln det Sigma_t = ln det Sigma_{t-1} + d ln gamma + ln(1 + q/gamma)
@@ -115,19 +140,58 @@ def commit(
     return Stack(P, v, Sigma, theta, s.ridge * gamma, logdet)
 
 
+class Spare(NamedTuple):
+    """Buffers ``commit`` writes the next P and Sigma into, and a d x d scratch for x x^T."""
+
+    P: np.ndarray
+    Sigma: np.ndarray
+    xx: np.ndarray
+
+
+def spare_for(obj: Any) -> Spare:
+    """Double buffering for a learner's stack: it owns two P and two Sigma buffers (made on
+    first use, private: ``_bufs`` is not state) and each step writes into the pair its
+    state does not hold, so a step allocates no d x d arrays, and the state is only
+    replaced, never written, when the step has succeeded (a step that raises part-way
+    leaves it as it was). A state array from elsewhere (a refresh, a restore) is never
+    written either: it is simply not one of the two."""
+    P, Sigma = obj.P_, obj.Sigma_
+    bufs: tuple[np.ndarray, ...] | None = obj.__dict__.get("_bufs")
+    if bufs is None or bufs[0].shape != P.shape or bufs[2].shape != Sigma.shape:
+        bufs = (
+            np.empty(P.shape),
+            np.empty(P.shape),
+            np.empty(Sigma.shape),
+            np.empty(Sigma.shape),
+            np.empty(P.shape[1:]),
+        )
+        obj._bufs = bufs
+    return Spare(
+        bufs[1] if P is bufs[0] else bufs[0],
+        bufs[3] if Sigma is bufs[2] else bufs[2],
+        bufs[4],
+    )
+
+
+def _all_healthy(s: Stack, b: Begin) -> bool:
+    """True only if no expert fails the guard of :func:`unhealthy` (a few reductions; min
+    and max propagate NaN, so a NaN fails it). False means: ask :func:`unhealthy`."""
+    c = b.c
+    if c.size == 1:  # one expert: compare the scalar instead of reducing
+        c0 = c[0]
+        if not (c0 > 0.0 and c0 < math.inf):
+            return False
+    elif not (c.size and c.min() > 0.0 and c.max() < math.inf):
+        return False
+    diag = np.diagonal(s.P, axis1=1, axis2=2)
+    return bool(diag.min() > 0.0 and diag.max() < math.inf and np.isfinite(s.v).all())
+
+
 def unhealthy(s: Stack, b: Begin) -> np.ndarray:
     """Spec §3.7 item 1 guard: c <= 0 or non-finite, or a bad diagonal of P."""
-    diag = np.diagonal(s.P, axis1=1, axis2=2)
-    # Fast path, same answer: all experts pass (min/max propagate NaN, so a NaN fails it).
-    if (
-        b.c.size
-        and b.c.min() > 0.0
-        and b.c.max() < math.inf
-        and diag.min() > 0.0
-        and diag.max() < math.inf
-        and np.isfinite(s.v).all()
-    ):
+    if _all_healthy(s, b):
         return np.zeros(b.c.shape, dtype=bool)
+    diag = np.diagonal(s.P, axis1=1, axis2=2)
     bad_c = ~np.isfinite(b.c) | (b.c <= 0.0)
     bad_p = ~np.all(np.isfinite(diag) & (diag > 0.0), axis=1) | ~np.all(np.isfinite(s.v), axis=1)
     return np.asarray(bad_c | bad_p)
@@ -169,8 +233,13 @@ def refresh_inverse(s: Stack, idx: np.ndarray, floor: float) -> tuple[Stack, int
     return Stack(P, v, Sigma, s.theta, ridge, logdet), lifted
 
 
-def stabilise(s: Stack, b: Begin, due: np.ndarray, floor: float) -> tuple[Stack, int, int]:
-    """Refresh experts that are ``due`` or fail the guard -> (stack, refreshed, lifted)."""
+def stabilise(s: Stack, b: Begin, due: np.ndarray | bool, floor: float) -> tuple[Stack, int, int]:
+    """Refresh experts that are ``due`` (a mask, or one bool for all) or fail the guard
+    -> (stack, refreshed, lifted)."""
+    if due is False and _all_healthy(s, b):
+        return s, 0, 0  # nothing to refresh (what refresh_inverse does for no index)
+    if type(due) is bool:
+        due = np.full(b.c.shape, due)
     idx = np.flatnonzero(due | unhealthy(s, b))
     s, lifted = refresh_inverse(s, idx, floor)
     return s, int(idx.size), lifted
@@ -332,20 +401,19 @@ class DiscountedVAW(Learner):
 
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
         b, h, y_hat = self._forecast(x, hint)
-        s = commit(stack_attrs(self), b, x, y, self._gamma, self._log_gamma)
+        s = commit(stack_attrs(self), b, x, y, self._gamma, self._log_gamma, spare_for(self))
         self.t_ += 1
         if self.stabilised:
-            due = np.array([self.t_ % self.refresh == 0])
-            s, n_ref, _ = stabilise(s, b, due, self._floor)
+            s, n_ref, _ = stabilise(s, b, self.t_ % self.refresh == 0, self._floor)
             self.refreshes_ += n_ref
         set_stack_attrs(self, s)
         self.M_ = max(self.M_, abs(y - self.y_prev_))
         self.y_prev_ = float(y)
         err = y_hat - y
-        return StepReport(
-            prediction=y_hat,
-            loss=err * err,
-            diagnostics={"hint": h, "leverage": float(b.rho[0]), "rls_prediction": float(b.mu[0])},
+        return make_report(
+            y_hat,
+            err * err,
+            {"hint": h, "leverage": float(b.rho[0]), "rls_prediction": float(b.mu[0])},
         )
 
     @classmethod

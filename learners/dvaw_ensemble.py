@@ -30,6 +30,7 @@ from learners.dvaw import (
     hinted,
     resolve_floor,
     set_stack_attrs,
+    spare_for,
     stabilise,
     stack_attrs,
 )
@@ -263,7 +264,7 @@ class DVAWEnsemble(Learner):
         self.M_ = max(self.M_, abs(y - f.y_ref))
         self.y_prev_ = float(y)
         # experts learn from the raw loss, independent of hints (§4.2, §9 item 13)
-        s = commit(stack_attrs(self), f.b, x, y, self._gamma, self._log_gamma)
+        s = commit(stack_attrs(self), f.b, x, y, self._gamma, self._log_gamma, spare_for(self))
         if self.stabilised:
             due = np.full(self._gamma.size, self.t_ % self.refresh == 0)
             s, n_ref, lifted = stabilise(s, f.b, due, self._floor)

@@ -37,6 +37,7 @@ from learners.dvaw import (
     hinted,
     resolve_floor,
     set_stack_attrs,
+    spare_for,
     stabilise,
     stack_attrs,
 )
@@ -303,7 +304,7 @@ class DVAWStronglyAdaptive(Learner):
         )
         self.M_ = max(self.M_, abs(y - f.y_ref))
         self.y_prev_ = float(y)
-        s = commit(stack_attrs(self), f.b, x, y, self._gamma, self._log_gamma)
+        s = commit(stack_attrs(self), f.b, x, y, self._gamma, self._log_gamma, spare_for(self))
         if self.stabilised:
             s, n_ref, _ = stabilise(s, f.b, self._refresh_due(t), self._floor)
             self.refreshes_ += n_ref

@@ -8,6 +8,7 @@ JMLR 7. As restated in ``shared/spec/apas.md`` §1.3 (the APAS paper's eqs. (1)-
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -22,6 +23,11 @@ from learners.base import (
     make_report,
     readonly,
 )
+
+_FLOAT64 = np.dtype(np.float64)
+_vdot = np.vdot
+_isfinite = math.isfinite
+_new = object.__new__
 
 
 def pa_step_size(a: float, epsilon: float, sq_norm: float, variant: str, C: float) -> float:
@@ -112,6 +118,59 @@ class PARegressor(Learner):
         self.t_ += 1
         return make_report(y_hat, e * e, {"eps_loss": max(0.0, a - self.epsilon), "tau": tau})
 
+    def learn(self, x: Any, y: Any, *, hint: float | None = None) -> StepReport:
+        """``Learner.learn`` with its checks and ``_learn`` inlined for the common event (a
+        float64 vector of the right size, a float label, no hint): the same checks in the
+        same order with the same messages, the same expressions in the same order, so the
+        same bits; ``w`` gets one new array per update instead of three. Any other input
+        takes the base class's path."""
+        if (
+            hint is not None
+            or type(x) is not np.ndarray
+            or x.dtype is not _FLOAT64
+            or x.ndim != 1
+            or x.shape[0] != self.dim
+            or type(y) is not float
+        ):
+            return Learner.learn(self, x, y, hint=hint)
+        # _check_x's fast path (a finite x.x proves x finite), then _check_y's
+        if not _isfinite(_vdot(x, x)) and not np.isfinite(x).all():
+            raise ValueError("x must contain only finite numbers (no NaN or inf)")
+        if not _isfinite(y):
+            raise ValueError("y must be finite (no NaN or inf)")
+        w = self.w_
+        y_hat = float(w @ x)
+        e = y_hat - y
+        a = abs(e)
+        eps = self.epsilon
+        sq = float(x @ x)
+        # pa_step_size(a, eps, sq, variant, C), inlined
+        excess = a - eps
+        if excess <= 0.0:
+            tau = 0.0
+        elif self.variant == "pa2":
+            tau = excess / (sq + 1.0 / (2.0 * self.C))
+        elif sq <= 0.0:
+            tau = 0.0
+        else:
+            tau = excess / sq
+            if self.variant == "pa1":
+                tau = min(self.C, tau)
+        if tau > 0.0:
+            # eq. (2) as in _learn, w - (sign(e) tau) x: e != 0 here (a > epsilon >= 0), and
+            # a NaN e gives a NaN tau, which does not update
+            step = np.multiply(tau if e > 0.0 else -tau, x)
+            self.w_ = np.subtract(w, step, step)
+        self.t_ += 1
+        report = _new(StepReport)  # make_report, inlined
+        report.__dict__.update(
+            prediction=y_hat,
+            loss=e * e,
+            diagnostics={"eps_loss": max(0.0, excess), "tau": tau},
+            scores=None,
+        )
+        return report
+
     def learn_many(
         self, X: Any, y: Sequence[Any], *, hints: Sequence[float | None] | None = None
     ) -> list[StepReport]:
@@ -123,30 +182,39 @@ class PARegressor(Learner):
         eps, variant, C = self.epsilon, self.variant, self.C
         w = self.w_
         buf = None
-        done = 0
         reports: list[StepReport] = []
         append = reports.append
+        multiply, subtract, new = np.multiply, np.subtract, _new
         try:
             for x, yv in zip(rows, labels, strict=True):
                 y_hat = float(w @ x)
                 e = y_hat - yv
                 a = abs(e)
-                tau = 0.0 if a - eps <= 0.0 else pa_step_size(a, eps, float(x @ x), variant, C)
-                if tau > 0.0:
-                    if buf is None:  # first update: private buffers, self.w_ is not touched
-                        w, buf = w.copy(), np.empty_like(w)
-                    # eq. (2) as in _learn: w - (sign(e) tau) x, e != 0 unless e is NaN
-                    step = (1.0 if e > 0.0 else -1.0 if e < 0.0 else float(np.sign(e))) * tau
-                    np.multiply(step, x, out=buf)
-                    np.subtract(w, buf, out=buf)
-                    w, buf = buf, w
-                append(make_report(y_hat, e * e, {"eps_loss": max(0.0, a - eps), "tau": tau}))
-                done += 1
+                excess = a - eps
+                if excess <= 0.0:
+                    tau = 0.0
+                else:
+                    tau = pa_step_size(a, eps, float(x @ x), variant, C)
+                    if tau > 0.0:
+                        if buf is None:  # first update: private buffers, self.w_ untouched
+                            w, buf = w.copy(), np.empty_like(w)
+                        # eq. (2) as in _learn: w - (sign(e) tau) x, e != 0 (a > eps >= 0)
+                        multiply(tau if e > 0.0 else -tau, x, buf)
+                        subtract(w, buf, buf)
+                        w, buf = buf, w
+                report = new(StepReport)  # make_report, inlined
+                report.__dict__.update(
+                    prediction=y_hat,
+                    loss=e * e,
+                    diagnostics={"eps_loss": max(0.0, excess), "tau": tau},
+                    scores=None,
+                )
+                append(report)
         except ValueError as exc:
-            raise BatchInterrupted(done, reports, exc) from exc
+            raise BatchInterrupted(len(reports), reports, exc) from exc
         finally:  # an exception mid-batch leaves the state of the rows learned, as the loop
             self.w_ = w
-            self.t_ += done
+            self.t_ += len(reports)
         return reports
 
     @classmethod

@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from learners._constraints import Constraint
-from learners.base import Learner, Prediction, StepReport, positive, readonly
-from learners.dvaw import begin, commit, fresh_stack, set_stack_attrs, stack_attrs
+from learners.base import Learner, Prediction, StepReport, make_report, positive, readonly
+from learners.dvaw import begin, commit, fresh_stack, set_stack_attrs, spare_for, stack_attrs
 
 
 class VAW(Learner):
@@ -85,12 +85,12 @@ class VAW(Learner):
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
         b = begin(self.P_, self.v_, x, self._gamma)
         y_hat = float(b.mu[0] * (1.0 - b.rho[0]))
-        set_stack_attrs(self, commit(stack_attrs(self), b, x, y, self._gamma, self._log_gamma))
+        set_stack_attrs(
+            self, commit(stack_attrs(self), b, x, y, self._gamma, self._log_gamma, spare_for(self))
+        )
         self.t_ += 1
         err = y_hat - y
-        return StepReport(
-            prediction=y_hat, loss=err * err, diagnostics={"leverage": float(b.rho[0])}
-        )
+        return make_report(y_hat, err * err, {"leverage": float(b.rho[0])})
 
     @classmethod
     def _test_params(cls) -> list[dict[str, Any]]:

@@ -1,0 +1,109 @@
+"""The speed paths (pa's inlined ``learn``, ``_check_x``'s x.x proof, the dvaw kernel's
+double buffers and one-pass symmetry check) give the same bits, errors and states as the
+general paths they stand for."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import learners
+from learners.base import Learner
+from learners.checks import assert_states_equal
+from learners.dvaw import commit, spare_for, stack_attrs
+
+
+@pytest.mark.parametrize("params", learners.REGISTRY["pa"]._test_params())
+def test_pa_learn_equals_base_path(params: dict) -> None:
+    cls = learners.REGISTRY["pa"]
+    X, y = cls._test_stream(7, 300, 3)
+    X[5] *= 1e-160  # tiny rows, huge rows, zero rows
+    X[9] *= 1e150
+    X[11] = 0.0
+    fast, slow = cls(7, **params), cls(7, **params)
+    for x, v in zip(X, y, strict=True):
+        with np.errstate(all="ignore"):
+            ra, rb = fast.learn(x, v), Learner.learn(slow, x, v)
+        assert (ra.prediction, ra.loss, ra.diagnostics, ra.scores) == (
+            rb.prediction,
+            rb.loss,
+            rb.diagnostics,
+            rb.scores,
+        ) or np.isnan(ra.loss)
+        assert_states_equal(fast.state(), slow.state())
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [np.array([1.0, np.nan, 2.0]), np.array([np.inf, 1e200, 0.0]), np.array([-np.inf, 1.0, 1.0])],
+)
+def test_pa_learn_rejects_like_base(bad: np.ndarray) -> None:
+    m = learners.REGISTRY["pa"](3)
+    with pytest.raises(ValueError, match="x must contain only finite numbers"):
+        m.learn(bad, 1.0)
+    with pytest.raises(ValueError, match="y must be finite"):
+        m.learn(np.ones(3), float("nan"))
+    assert m.t_ == 0 and not m.w_.any()
+
+
+def test_check_x_huge_finite_passes_under_errstate_raise() -> None:
+    # x.x overflows, so the element-wise check decides; validation itself never raises
+    # FloatingPointError (np.vdot does not report to errstate)
+    m = learners.REGISTRY["ogd"](3)
+    x = np.array([1e300, -1e300, 1.0])
+    with np.errstate(all="raise"):
+        assert m._check_x(x) is x
+
+
+@pytest.mark.parametrize("kind", ["dvaw", "vaw", "rls", "dvaw-ensemble"])
+def test_double_buffers_leave_state_when_a_step_raises(kind: str) -> None:
+    cls = learners.REGISTRY[kind]
+    X, y = cls._test_stream(4, 40, 0)
+    a, b = cls(4), cls(4)
+    for x, v in zip(X[:20], y[:20], strict=True):
+        a.learn(x, v)
+        b.learn(x, v)
+    before = a.state()
+    big = np.full(4, 1e200)
+    with np.errstate(all="raise"), pytest.raises(FloatingPointError):
+        a.learn(big, 1e300)
+    if kind != "dvaw-ensemble":  # the ensemble's meta-state moves before its experts
+        assert_states_equal(before, a.state())
+        for x, v in zip(X[20:], y[20:], strict=True):
+            assert a.learn(x, v).prediction == b.learn(x, v).prediction
+        assert_states_equal(a.state(), b.state())
+
+
+def test_commit_with_buffers_equals_fresh_arrays_and_keeps_input() -> None:
+    m = learners.REGISTRY["dvaw"](5, gamma=0.9)
+    X, y = learners.REGISTRY["dvaw"]._test_stream(5, 30, 1)
+    for x, v in zip(X[:29], y[:29], strict=True):
+        m.learn(x, v)
+    s = stack_attrs(m)
+    copies = [a.copy() for a in s]
+    from learners.dvaw import begin
+
+    b = begin(m.P_, m.v_, X[29], m._gamma)
+    plain = commit(s, b, X[29], y[29], m._gamma, m._log_gamma)
+    spare = spare_for(m)
+    assert spare.P is not m.P_ and spare.Sigma is not m.Sigma_
+    buffered = commit(s, b, X[29], y[29], m._gamma, m._log_gamma, spare)
+    assert buffered.P is spare.P and buffered.Sigma is spare.Sigma
+    for p, q in zip(plain, buffered, strict=True):
+        assert p.tobytes() == q.tobytes()
+    for a, c in zip(s, copies, strict=True):
+        assert a.tobytes() == c.tobytes()
+
+
+def test_symmetrisation_still_runs_past_the_half_overflow() -> None:
+    # |p| >= 2^1023 somewhere: x.x of P is inf, the exact max/min test decides and the old
+    # symmetrisation runs (0.5 (p + p) overflows to inf, as the recursion always did)
+    m = learners.REGISTRY["dvaw"](2, stabilised=False, gamma=1.0)
+    m.P_ = np.array([[[2.0**1023, 0.0], [0.0, 1.0]]])
+    x = np.array([0.0, 1.0])
+    from learners.dvaw import begin
+
+    b = begin(m.P_, m.v_, x, m._gamma)
+    with np.errstate(all="ignore"):
+        s = commit(stack_attrs(m), b, x, 1.0, m._gamma, m._log_gamma, spare_for(m))
+    assert s.P[0, 0, 0] == np.inf
