@@ -59,7 +59,9 @@ def start_server(
     app: str, port: int, env: dict[str, str], factory: bool, root: Path = ROOT
 ) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--log-level", "warning", "--no-access-log"] + (["--factory"] if factory else [])
+    # The same settings for both servers, spelled out (uvicorn's "auto" would pick these too).
+    cmd += ["--http", "httptools", "--loop", "uvloop", "--log-level", "warning"]
+    cmd += ["--no-access-log"] + (["--factory"] if factory else [])
     env = {**env, "PYTHONPATH": str(root)}
     return subprocess.Popen(cmd, cwd=root, env=env, stdin=subprocess.DEVNULL)
 

@@ -16,6 +16,7 @@ from service.api import errors
 from service.api.broker import LazyProducer
 from service.api.metrics import ApiMetrics
 from service.api.middleware import LimitsAndTiming
+from service.api.redis_pipe import RedisPipe
 from service.api.routes import (
     capabilities,
     checkpoints,
@@ -76,7 +77,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             stack.push_async_callback(redis.aclose)
             producer = LazyProducer(settings)
             stack.push_async_callback(producer.close)
-            store = ApiStore(redis, Keys(settings.key_prefix))
+            pipe = None
+            if RedisPipe.supports(settings.redis_url):
+                pipe = RedisPipe(
+                    settings.redis_url,
+                    socket_timeout=REDIS_SOCKET_TIMEOUT_S,
+                    connect_timeout=REDIS_CONNECT_TIMEOUT_S,
+                )
+                stack.callback(pipe.close)
+            store = ApiStore(redis, Keys(settings.key_prefix), pipe)
             yield {
                 "store": store,
                 "producer": producer,

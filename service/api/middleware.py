@@ -16,6 +16,8 @@ class LimitsAndTiming:
         self.app = app
         self.max_body = max_body_bytes
         self.latency = latency
+        # Histogram.labels() takes a lock and validates per call: keep the children.
+        self._children: dict[tuple[str, str, str], Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -38,9 +40,11 @@ class LimitsAndTiming:
         finally:
             route = scope.get("route")
             path = getattr(route, "path", None) or "unmatched"
-            self.latency.labels(scope.get("method", ""), path, str(status_code[0])).observe(
-                time.perf_counter() - start
-            )
+            key = (scope.get("method", ""), path, str(status_code[0]))
+            child = self._children.get(key)
+            if child is None:
+                child = self._children[key] = self.latency.labels(*key)
+            child.observe(time.perf_counter() - start)
 
     def _counting(self, receive: Receive) -> Receive:
         seen = 0

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
 
+from service.api.redis_pipe import RedisPipe
 from service.store import registry
 from service.store.checkpoints import read_version
 from service.store.keys import Keys
@@ -70,9 +72,10 @@ class Claim:
 
 
 class ApiStore:
-    def __init__(self, redis: Redis, keys: Keys) -> None:
+    def __init__(self, redis: Redis, keys: Keys, pipe: RedisPipe | None = None) -> None:
         self.redis = redis
         self.keys = keys
+        self.pipe = pipe  # the predict hot path's pipelined connection, when the URL allows
         self._claim = redis.register_script(_CLAIM)
         self._save_predictions = redis.register_script(_SAVE_PREDICTIONS)
         self._predict = redis.register_script(_PREDICT)
@@ -177,7 +180,13 @@ class ApiStore:
             keys += [self.keys.prediction(model, pid) for pid in ids]
             for x, h in zip(x_json, hint_json, strict=True):
                 args += [x, h]
-        res = await self._predict(keys=keys, args=args)
+        call = self.pipe.call if self.pipe is not None else self.redis.execute_command
+        try:
+            # EVALSHA directly: redis-py's Script wrapper and pooled client cost several
+            # times the command's own CPU (see service.api.redis_pipe).
+            res = await call("EVALSHA", self._predict.sha, len(keys), *keys, *args)
+        except NoScriptError:  # a restarted or flushed Redis: the wrapper loads it again
+            res = await self._predict(keys=keys, args=args)
         if res is None:
             return None
         return int(res[0]), (res[1] if len(res) > 1 else None)
