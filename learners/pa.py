@@ -21,6 +21,7 @@ from learners.base import (
     Prediction,
     StepReport,
     make_report,
+    quiet_underflow,
     readonly,
 )
 
@@ -133,9 +134,11 @@ class PARegressor(Learner):
             or type(y) is not float
         ):
             return Learner.learn(self, x, y, hint=hint)
-        # _check_x's fast path (a finite x.x proves x finite), then _check_y's
-        if not _isfinite(_vdot(x, x)) and not np.isfinite(x).all():
-            raise ValueError("x must contain only finite numbers (no NaN or inf)")
+        # _check_x's fast path: a finite x.x proves x finite (otherwise the base path
+        # decides, with its messages), then _check_y's
+        sq = float(_vdot(x, x))
+        if not _isfinite(sq):
+            return Learner.learn(self, x, y, hint=hint)
         if not _isfinite(y):
             raise ValueError("y must be finite (no NaN or inf)")
         w = self.w_
@@ -143,7 +146,9 @@ class PARegressor(Learner):
         e = y_hat - y
         a = abs(e)
         eps = self.epsilon
-        sq = float(x @ x)
+        if not quiet_underflow():
+            sq = float(x @ x)  # _learn's x.x, for what it reports under np.errstate(under=...)
+        # else: np.vdot(x, x) is x @ x bit for bit (both numpy's BLAS dot for 1-d float64)
         # pa_step_size(a, eps, sq, variant, C), inlined
         excess = a - eps
         if excess <= 0.0:
@@ -177,7 +182,8 @@ class PARegressor(Learner):
         """``learn`` on each row in order, bit for bit the loop (same expressions, same
         BLAS dot per row; ``w`` updated in two private buffers instead of a new array per
         update). ``x.x`` is only computed on the rounds that need it (``tau`` ignores it when
-        the loss is zero)."""
+        the loss is zero), unless numpy's errstate does not ignore underflow: then on every
+        round, as ``learn`` does, so the same rounds warn or raise."""
         rows, labels, _ = self._check_many(X, y, hints)
         eps, variant, C = self.epsilon, self.variant, self.C
         w = self.w_
@@ -185,6 +191,7 @@ class PARegressor(Learner):
         reports: list[StepReport] = []
         append = reports.append
         multiply, subtract, new = np.multiply, np.subtract, _new
+        exact = not quiet_underflow()
         try:
             for x, yv in zip(rows, labels, strict=True):
                 y_hat = float(w @ x)
@@ -193,6 +200,8 @@ class PARegressor(Learner):
                 excess = a - eps
                 if excess <= 0.0:
                     tau = 0.0
+                    if exact:  # _learn's x.x, for what it reports under np.errstate(under=)
+                        float(x @ x)
                 else:
                     tau = pa_step_size(a, eps, float(x @ x), variant, C)
                     if tau > 0.0:

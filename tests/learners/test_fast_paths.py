@@ -107,3 +107,34 @@ def test_symmetrisation_still_runs_past_the_half_overflow() -> None:
     with np.errstate(all="ignore"):
         s = commit(stack_attrs(m), b, x, 1.0, m._gamma, m._log_gamma, spare_for(m))
     assert s.P[0, 0, 0] == np.inf
+
+
+def test_vdot_is_matmul_bit_for_bit() -> None:
+    # pa.learn reuses np.vdot(x, x) as x @ x: both are numpy's BLAS dot for 1-d float64
+    rng = np.random.default_rng(4)
+    for d in (1, 2, 3, 7, 16, 33, 100, 257):
+        a = rng.normal(size=3 * d) * np.exp(5 * rng.normal(size=3 * d))
+        a[rng.integers(0, 3 * d, size=max(1, d // 3))] = 0.0
+        for x in (a[:d], a[::3], a[d - 1 :: -1] if d > 1 else a[:1]):
+            assert np.float64(x @ x).tobytes() == np.float64(np.vdot(x, x)).tobytes()
+
+
+@pytest.mark.parametrize("params", learners.REGISTRY["pa"]._test_params())
+def test_pa_underflow_reports_as_the_base_path(params: dict) -> None:
+    # x.x underflows: with errstate(under="raise") learn and learn_many raise where the
+    # base path does (they compute x @ x then), and learn nothing
+    cls = learners.REGISTRY["pa"]
+    x = np.array([1e-200, 1.0, 0.5])
+    for call in (
+        lambda m: m.learn(x, 5.0),
+        lambda m: Learner.learn(m, x, 5.0),
+        lambda m: m.learn_many(x[None, :], [0.0]),
+    ):
+        m = cls(3, **params)
+        with np.errstate(under="raise"), pytest.raises(FloatingPointError):
+            call(m)
+        assert m.t_ == 0 and not m.w_.any()
+    with np.errstate(under="ignore"):
+        assert learners.base.quiet_underflow()
+    with np.errstate(under="warn"):
+        assert not learners.base.quiet_underflow()
