@@ -40,7 +40,10 @@ _isfinite = math.isfinite
 
 try:  # numpy >= 2: the errstate in force is this context variable's value (a new object
     # on every change); without it, quiet_underflow() answers False (the exact slow path)
-    from numpy._core._ufunc_config import _extobj_contextvar, _get_extobj_dict
+    from numpy._core._ufunc_config import (  # type: ignore[attr-defined]
+        _extobj_contextvar,
+        _get_extobj_dict,
+    )
 except ImportError:  # pragma: no cover - other numpy layouts
     _extobj_contextvar = None
 #: the last errstate object seen to ignore underflow (held, so its identity is not reused)
