@@ -2,9 +2,11 @@
 
 redis-py's asyncio client spends ~45 us of CPU on one PING here (connection pool checkout,
 retry and timeout wrappers, observability hooks): more than a third of the predict route's
-budget. ``RedisPipe`` keeps one connection per API process and writes each command as it
-comes; replies arrive in order and resolve the waiting futures first in, first out (the
-Redis protocol guarantees the order on one connection). Encoding and parsing are hiredis's.
+budget. ``RedisPipe`` keeps one connection per API process; the commands of concurrent
+requests go out together, one socket write per event-loop turn, and the replies resolve
+the waiting futures first in, first out (Redis answers in order on one connection). One
+timer per connection watches the oldest command's deadline. Encoding and parsing are
+hiredis's.
 
 Failures look like redis-py's, so the API's handlers map them the same way (503):
 ``redis.exceptions.ConnectionError`` when the server cannot be reached or the connection
@@ -27,14 +29,49 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 
 class _Protocol(asyncio.Protocol):
-    def __init__(self) -> None:
+    def __init__(self, timeout: float) -> None:
+        self.loop = asyncio.get_running_loop()
         self.reader = hiredis.Reader()
-        self.waiters: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self.timeout = timeout
+        # (reply future, deadline) in the order the commands were written
+        self.waiters: collections.deque[tuple[asyncio.Future[Any], float]] = collections.deque()
+        self.unsent: list[bytes] = []  # written together once per event-loop turn
         self.transport: Any = None  # an asyncio (or uvloop) transport
         self.lost = False
+        self._watchdog: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
+
+    def send(self, command: bytes) -> asyncio.Future[Any]:
+        """Queue one packed command; its reply resolves the future. Commands queued in the
+        same event-loop turn (concurrent requests) go out in one socket write."""
+        fut = self.loop.create_future()
+        self.waiters.append((fut, self.loop.time() + self.timeout))
+        if not self.unsent:
+            self.loop.call_soon(self._flush)
+        self.unsent.append(command)
+        if self._watchdog is None:
+            self._watchdog = self.loop.call_later(self.timeout, self._check_deadline)
+        return fut
+
+    def _flush(self) -> None:
+        if not self.lost and self.unsent:
+            self.transport.write(b"".join(self.unsent))
+        self.unsent.clear()
+
+    def _check_deadline(self) -> None:
+        """One timer per connection instead of one per command: replies come in order, so
+        the connection is stuck exactly when the oldest waiting command is overdue."""
+        self._watchdog = None
+        if self.lost or not self.waiters:
+            return
+        now = self.loop.time()
+        deadline = self.waiters[0][1]
+        if now >= deadline:
+            self.close(RedisTimeoutError(f"Timeout reading from Redis after {self.timeout} s"))
+        else:
+            self._watchdog = self.loop.call_later(deadline - now, self._check_deadline)
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
@@ -42,7 +79,7 @@ class _Protocol(asyncio.Protocol):
             if not self.waiters:  # a reply nobody asked for: the stream is out of step
                 self.close(RedisConnectionError("unexpected reply from Redis"))
                 return
-            fut = self.waiters.popleft()
+            fut = self.waiters.popleft()[0]
             if not fut.done():  # a cancelled caller's reply is dropped, the order kept
                 fut.set_result(reply)
 
@@ -57,8 +94,12 @@ class _Protocol(asyncio.Protocol):
         self._fail(exc)
 
     def _fail(self, exc: Exception) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        self.unsent.clear()
         while self.waiters:
-            fut = self.waiters.popleft()
+            fut = self.waiters.popleft()[0]
             if not fut.done():
                 fut.set_exception(exc)
 
@@ -88,16 +129,7 @@ class RedisPipe:
         proto = self._proto
         if proto is None or proto.lost:
             proto = await self._connect()
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        proto.waiters.append(fut)
-        assert proto.transport is not None
-        proto.transport.write(hiredis.pack_command(args))
-        try:
-            async with asyncio.timeout(self._timeout):
-                reply = await fut
-        except TimeoutError:
-            proto.close(RedisTimeoutError("Timeout reading from Redis"))
-            raise RedisTimeoutError(f"Timeout reading from {self._host}:{self._port}") from None
+        reply = await proto.send(hiredis.pack_command(args))
         if isinstance(reply, hiredis.ReplyError):
             message = str(reply)
             if message.startswith("NOSCRIPT"):
@@ -114,7 +146,9 @@ class RedisPipe:
             loop = asyncio.get_running_loop()
             try:
                 async with asyncio.timeout(self._connect_timeout):
-                    _, proto = await loop.create_connection(_Protocol, self._host, self._port)
+                    _, proto = await loop.create_connection(
+                        lambda: _Protocol(self._timeout), self._host, self._port
+                    )
             except (OSError, TimeoutError) as exc:
                 raise RedisConnectionError(
                     f"Error connecting to {self._host}:{self._port}: {exc}"
