@@ -142,13 +142,20 @@ class PARegressor(Learner):
         if not _isfinite(y):
             raise ValueError("y must be finite (no NaN or inf)")
         w = self.w_
-        y_hat = float(w @ x)
+        # np.vdot(a, b) is a @ b bit for bit (numpy's BLAS dot for 1-d float64 both), but
+        # reports nothing to numpy's errstate. A finite dot product can only have
+        # underflowed, so while underflow is ignored (numpy's default) vdot stands in for
+        # _learn's w @ x and x @ x; otherwise, or for a non-finite w.x, they run as there,
+        # in the same order, warning or raising as there.
+        quiet = quiet_underflow()
+        y_hat = float(_vdot(w, x))
+        if not (quiet and _isfinite(y_hat)):
+            y_hat = float(w @ x)
         e = y_hat - y
         a = abs(e)
         eps = self.epsilon
-        if not quiet_underflow():
-            sq = float(x @ x)  # _learn's x.x, for what it reports under np.errstate(under=...)
-        # else: np.vdot(x, x) is x @ x bit for bit (both numpy's BLAS dot for 1-d float64)
+        if not quiet:
+            sq = float(x @ x)
         # pa_step_size(a, eps, sq, variant, C), inlined
         excess = a - eps
         if excess <= 0.0:
@@ -192,9 +199,16 @@ class PARegressor(Learner):
         append = reports.append
         multiply, subtract, new = np.multiply, np.subtract, _new
         exact = not quiet_underflow()
+        vdot, isfinite = _vdot, _isfinite
         try:
             for x, yv in zip(rows, labels, strict=True):
-                y_hat = float(w @ x)
+                # vdot for @ where that reports nothing lost (see learn)
+                if exact:
+                    y_hat = float(w @ x)
+                else:
+                    y_hat = float(vdot(w, x))
+                    if not isfinite(y_hat):
+                        y_hat = float(w @ x)
                 e = y_hat - yv
                 a = abs(e)
                 excess = a - eps
@@ -203,7 +217,13 @@ class PARegressor(Learner):
                     if exact:  # _learn's x.x, for what it reports under np.errstate(under=)
                         float(x @ x)
                 else:
-                    tau = pa_step_size(a, eps, float(x @ x), variant, C)
+                    if exact:
+                        sq = float(x @ x)
+                    else:
+                        sq = float(vdot(x, x))
+                        if not isfinite(sq):
+                            sq = float(x @ x)
+                    tau = pa_step_size(a, eps, sq, variant, C)
                     if tau > 0.0:
                         if buf is None:  # first update: private buffers, self.w_ untouched
                             w, buf = w.copy(), np.empty_like(w)

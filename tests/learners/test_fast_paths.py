@@ -138,3 +138,31 @@ def test_pa_underflow_reports_as_the_base_path(params: dict) -> None:
         assert learners.base.quiet_underflow()
     with np.errstate(under="warn"):
         assert not learners.base.quiet_underflow()
+
+
+@pytest.mark.parametrize("params", learners.REGISTRY["pa"]._test_params())
+def test_pa_warnings_as_the_base_path(params: dict) -> None:
+    # overflowing (finite) rows: learn and learn_many warn exactly as the base path does
+    import warnings
+
+    cls = learners.REGISTRY["pa"]
+    X = np.array([[1.0, 2.0, 0.5], [1e200, 1e200, 1.0], [1e-200, 3.0, 1.0], [2.0, -1e160, 1.0]])
+    y = [1.0, 2.0, 1e300, -1.0]
+
+    def run(step):  # -> (reports, warning messages)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = step()
+        return [(r.prediction, r.loss, r.diagnostics) for r in out], [
+            str(w.message) for w in caught
+        ]
+
+    a, b, c = cls(3, **params), cls(3, **params), cls(3, **params)
+    fast = run(lambda: [a.learn(x, v) for x, v in zip(X, y, strict=True)])
+    base = run(lambda: [Learner.learn(b, x, v) for x, v in zip(X, y, strict=True)])
+    many = run(lambda: c.learn_many(X, y))
+    assert repr(fast) == repr(base)
+    assert repr(many) == repr(base)
+    assert base[1]  # the stream does warn
+    assert_states_equal(a.state(), b.state())
+    assert_states_equal(c.state(), b.state())
