@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -336,14 +336,17 @@ async def write_checkpoints(
     history_keep: int = 10,
     seen_keep: int = 10_000,
     worker: str = "",
+    extra: Callable[[Any], object] | None = None,
 ) -> list[WriteResult]:
     """Write many models' checkpoints in one pipeline; each model atomically.
 
     Step 1: register every model on its partition (``partition-models``); step 2: one
-    script per model (see the module docstring). Returns one result per write, in order;
-    a ``CONFLICT`` or ``BACKWARDS`` write changed nothing for that model.
+    script per model (see the module docstring); step 3: ``extra(pipe)`` may queue more
+    commands (the worker's own counters), so they cost no round trip of their own.
+    Returns one result per write, in order; a ``CONFLICT`` or ``BACKWARDS`` write
+    changed nothing for that model.
     """
-    if not writes:
+    if not writes and extra is None:
         return []
     script = redis.register_script(_WRITE_LUA)
     now = time.time()
@@ -380,9 +383,12 @@ async def write_checkpoints(
             ]
             km = [keys.state(w.model), keys.history(w.model), keys.seen(w.model)]
             await script(keys=km, args=args, client=pipe)
+        if extra is not None:
+            extra(pipe)
         replies = await pipe.execute()
     results = []
-    for w, (code, ver) in zip(writes, replies[len(by_partition) :], strict=True):
+    first = len(by_partition)
+    for w, (code, ver) in zip(writes, replies[first : first + len(writes)], strict=True):
         code, ver = int(code), int(ver)
         if code == -1:
             results.append(WriteResult(w.model, CONFLICT, ver))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiokafka.errors import IllegalStateError, KafkaError
@@ -36,6 +38,7 @@ class Checkpoint:
         self.offsets: dict[TopicPartition, int] = {}  # next offset to commit, per partition
         self.pending = 0  # records handled since the last checkpoint
         self.last = ctx.clock()
+        self.inflight: asyncio.Future[None] | None = None  # the Kafka offset commit
 
     def note(self, tp: TopicPartition, offset: int) -> None:
         self.offsets[tp] = offset + 1
@@ -59,24 +62,23 @@ class Checkpoint:
 
         1. flush the dead letters (so none is lost once its offset is committed);
         2. write each touched model's state + stamp + counters (one atomic script per
-           model, pipelined);
+           model) and the worker's own counters, all in one pipeline;
         3. on a lost version check, reload that model from Redis and replay its partition;
-        4. commit the Kafka offsets (a hint for lag monitoring only);
-        5. write the worker's own counters.
+        4. commit the Kafka offsets (a hint for lag monitoring only), in the background:
+           the next batch does not wait for the broker's answer.
         """
         ctx = self.ctx
         ctx.faults.hit("before_checkpoint")
         started = time.perf_counter()
         # 1. dead letters (the shared counter is at-least-once, like the letters)
         letters = await ctx.deadletters.flush()
-        if letters:
-            ctx.stats.deadletter += letters
-            key = ctx.keys.deadletter_count()
-            await with_redis(ctx, lambda: ctx.redis.incrby(key, letters), "dead-letter count")
-        # 2. model states
+        ctx.stats.deadletter += letters
+        # 2. model states, worker counters
         dirty = [rt for rt in ctx.models.values() if rt.dirty and rt.stamp is not None]
         writes = [rt.checkpoint_write(ctx.settings.events_topic) for rt in dirty]
-        results = await with_redis(ctx, lambda: self._write(writes), "checkpoint")
+        ctx.stats.checkpoints += 1
+        also = self._worker_stats(letters)
+        results = await with_redis(ctx, lambda: self._write(writes, also), "checkpoint")
         conflicted: set[int] = set()
         for rt, w, res in zip(dirty, writes, results, strict=True):
             if res.outcome == OK:
@@ -94,16 +96,15 @@ class Checkpoint:
         # 4. Kafka offsets
         await self._commit_offsets(conflicted)
         ctx.faults.hit("after_commit")
-        # 5. worker counters
-        ctx.stats.checkpoints += 1
         self.pending = 0
         self.last = ctx.clock()
-        await with_redis(ctx, self._write_worker_stats, "worker stats")
         elapsed = time.perf_counter() - started
         ctx.metrics.checkpoint.observe(elapsed)
         logger.debug("checkpoint: %d models in %.1f ms", len(writes), 1e3 * elapsed)
 
-    async def _write(self, writes: list[CheckpointWrite]):  # type: ignore[no-untyped-def]
+    async def _write(  # type: ignore[no-untyped-def]
+        self, writes: list[CheckpointWrite], also: Callable[[Any], object]
+    ):
         ctx = self.ctx
         results = await write_checkpoints(
             ctx.redis,
@@ -112,6 +113,7 @@ class Checkpoint:
             history_keep=ctx.settings.history_keep,
             seen_keep=ctx.settings.seen_ids_keep,
             worker=ctx.worker_id,
+            extra=also,
         )
         # A retried pipeline may have applied some writes before the connection broke:
         # a conflict whose stored stamp and counters are exactly ours is our own write.
@@ -134,6 +136,9 @@ class Checkpoint:
         return results
 
     async def _commit_offsets(self, skip_partitions: set[int]) -> None:
+        """Start committing the Kafka offsets without waiting for the broker; a commit
+        still running from the last checkpoint is awaited first, so commits never overlap
+        and arrive in order. ``drain`` waits for the last one (shutdown, rebalance)."""
         ctx = self.ctx
         assigned = ctx.consumer.assignment()
         offsets = {
@@ -141,20 +146,35 @@ class Checkpoint:
             for tp, off in self.offsets.items()
             if tp in assigned and tp.partition not in skip_partitions
         }
-        if not offsets:
-            return
+        await self.drain()
+        if offsets:
+            self.inflight = asyncio.ensure_future(self._send_offsets(offsets))
+
+    async def drain(self) -> None:
+        """Wait for the Kafka offset commit in flight, if any."""
+        inflight, self.inflight = self.inflight, None
+        if inflight is not None:
+            await inflight
+
+    async def _send_offsets(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
         try:
-            await ctx.consumer.commit(offsets)
+            await self.ctx.consumer.commit(offsets)
         except (KafkaError, IllegalStateError) as exc:
             logger.info("Kafka offset commit skipped (%s); Redis stamps are authoritative", exc)
 
-    async def _write_worker_stats(self) -> None:
+    def _worker_stats(self, letters: int) -> Callable[[Any], object]:
+        """The commands that write the worker's counters (``worker:{id}``) and add this
+        checkpoint's dead letters to the shared count, for the checkpoint's pipeline."""
         ctx = self.ctx
         key = ctx.keys.worker(ctx.worker_id)
         fields = {**vars(ctx.stats), "pid": os.getpid(), "models": len(ctx.models)}
         mapping: dict[Any, Any] = {k: str(v) for k, v in fields.items()}
         mapping["updated_at"] = repr(time.time())
-        async with ctx.redis.pipeline(transaction=False) as pipe:
+
+        def queue(pipe: Any) -> None:
             pipe.hset(key, mapping=mapping)
             pipe.expire(key, WORKER_STATS_TTL_S)
-            await pipe.execute()
+            if letters:
+                pipe.incrby(ctx.keys.deadletter_count(), letters)
+
+        return queue

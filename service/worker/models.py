@@ -177,23 +177,37 @@ class ModelRuntime:
                 pass  # refused as a whole, nothing learned: the loop finds the bad event
         out: list[tuple[str, str]] = []
         learned = 0
+        last: tuple[int, int, str] | None = None  # the stamp after the learned prefix
         for i, ((event, partition, offset), outcome) in enumerate(zip(items, decided, strict=True)):
             if outcome == APPLIED:
                 if learned == len(reports):  # the rest as the loop does it
+                    self._learned(X, todo, reports, learned, last)
                     out.extend(self._one(*item) for item in items[i:])
                     return out
-                self.stamp = Stamp(partition, offset, event.id)
-                self.dirty = True
                 self._applied(event.id)
-                r = reports[learned]
-                self.stats.update(X[learned], event.y, r.prediction, r.loss, r.diagnostics)
                 learned += 1
+                last = (partition, offset, event.id)
             elif outcome == DUPLICATE:
-                self.stamp = Stamp(partition, offset, event.id)
-                self.dirty = True
                 self.counters.duplicate += 1
+                last = (partition, offset, event.id)
             out.append((outcome, ""))
+        self._learned(X, todo, reports, learned, last)
         return out
+
+    def _learned(
+        self,
+        X: np.ndarray,
+        todo: list[Event],
+        reports: list[StepReport],
+        k: int,
+        last: tuple[int, int, str] | None,
+    ) -> None:
+        """The statistics of the first ``k`` learned events, and the stamp after them."""
+        if k:
+            self.stats.update_many(X[:k], [e.y for e in todo[:k]], reports[:k])
+        if last is not None:
+            self.stamp = Stamp(*last)
+            self.dirty = True
 
     def _still_seen(self, event_id: str, evictions: int) -> bool:
         """Whether ``event_id`` is in the seen window after its ``evictions`` oldest ids

@@ -119,6 +119,7 @@ class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
             ctx.generation += 1
             if revoked:
                 await self.checkpoint.commit()
+            await self.checkpoint.drain()  # offsets of revoked partitions before we leave
             parts = {tp.partition for tp in revoked if tp.topic == ctx.settings.events_topic}
             for model, rt in list(ctx.models.items()):
                 if rt.stamp is None or rt.stamp.partition in parts:
@@ -131,6 +132,7 @@ class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
         ctx = self.ctx
         async with ctx.lock:
             ctx.generation += 1
+            await self.checkpoint.drain()  # restore_partition may read the committed offset
             for tp in sorted(assigned):
                 await restore_partition(ctx, tp)
             # A batch fetched while the partitions were being restored comes from the Kafka

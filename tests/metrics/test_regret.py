@@ -71,3 +71,50 @@ def test_classifier_figures_count_mistakes() -> None:
     assert f["true_prevalence"] == pytest.approx(2 / 3)
     assert rs.unlabelled == 1
     assert f["quantification_kld"] > 0
+
+
+# ---- batched updates: the same bits as the loop --------------------------------------------
+@pytest.mark.parametrize("d", [1, 2, 3, 8, 20, 150])
+def test_regret_update_many_equals_the_loop_bit_for_bit(d: int) -> None:
+    from service.metrics.regret import RegretTracker
+
+    rng = np.random.default_rng(d)
+    k = 700 if d < 100 else 60  # d=150: several stack chunks
+    X = rng.normal(size=(k, d)) * rng.lognormal(sigma=3.0, size=(k, 1))  # mixed magnitudes
+    y = (X @ rng.normal(size=d) + rng.normal(size=k)).tolist()
+    p = (rng.normal(size=k) * 5).tolist()
+    loop, many = RegretTracker(d), RegretTracker(d)
+    for x, yt, pt in zip(X, y, p, strict=True):
+        loop.update(x, yt, pt)
+    many.update_many(X[:5], y[:5], p[:5])  # two calls: the cut does not matter either
+    many.update_many(X[5:], y[5:], p[5:])
+    assert np.array_equal(loop.A_, many.A_) and np.array_equal(loop.b_, many.b_)
+    assert (loop.c_, loop.loss_) == (many.c_, many.loss_)
+    assert loop.regret() == many.regret()
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_running_stats_update_many_equals_the_loop(task: str) -> None:
+    from learners.base import make_report
+    from learners.codec import encode_state
+    from service.metrics.running import RunningStats
+
+    rng = np.random.default_rng(7)
+    k, d = 250, 4
+    X = rng.normal(size=(k, d))
+    if task == "regression":
+        ys: list[object] = rng.normal(size=k).tolist()
+        reports = [
+            make_report(float(v), float(v) ** 2, {"turnover": abs(float(v)), "eps": float(v)})
+            for v in rng.normal(size=k)
+        ]
+    else:
+        ys = [None if v == 0 else int(v) for v in rng.choice([-1, 0, 1], size=k)]
+        reports = [make_report(1, float(rng.random() < 0.3), {"hinge": 0.5}) for _ in range(k)]
+    loop, many = RunningStats(task, d, window=16), RunningStats(task, d, window=16)
+    for x, y, r in zip(X, ys, reports, strict=True):
+        loop.update(x, y, r.prediction, r.loss, r.diagnostics)
+    many.update_many(X[:100], ys[:100], reports[:100])
+    many.update_many(X[100:], ys[100:], reports[100:])
+    assert encode_state(loop.state()) == encode_state(many.state())
+    assert loop.figures() == many.figures()
