@@ -131,7 +131,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = ApiMetrics()
     errors.install(app)
-    for module in (models, checkpoints, predict, events, labels, capabilities, health):
+    for module in (predict, models, checkpoints, events, labels, capabilities, health):
         app.include_router(module.router)
     app.include_router(dashboard_router)
     app.add_middleware(

@@ -32,11 +32,14 @@ class LimitsAndTiming:
             await send(message)
 
         try:
-            declared = _content_length(scope)
+            declared, chunked = _framing(scope)
             if declared is not None and declared > self.max_body:
                 await _reject(send_wrapper, self.max_body)
                 return
-            await self.app(scope, self._counting(receive), send_wrapper)
+            # A body framed by Content-Length alone cannot grow past it (the server reads
+            # exactly that many bytes); any other body is counted as it arrives.
+            counted = receive if declared is not None and not chunked else self._counting(receive)
+            await self.app(scope, counted, send_wrapper)
         finally:
             route = scope.get("route")
             path = getattr(route, "path", None) or "unmatched"
@@ -68,14 +71,19 @@ def _too_large(limit: int) -> str:
     return f"request body larger than the limit of {limit} bytes"
 
 
-def _content_length(scope: Scope) -> int | None:
+def _framing(scope: Scope) -> tuple[int | None, bool]:
+    """(declared Content-Length or None, whether a Transfer-Encoding header is present)."""
+    declared: int | None = None
+    chunked = False
     for name, value in scope.get("headers", ()):
         if name == b"content-length":
             try:
-                return int(value)
+                declared = int(value)
             except ValueError:
-                return None
-    return None
+                chunked = True  # unparsable: count the body as it arrives
+        elif name == b"transfer-encoding":
+            chunked = True
+    return declared, chunked
 
 
 async def _reject(send: Any, limit: int) -> None:
