@@ -148,7 +148,13 @@ class Spare(NamedTuple):
     xx: np.ndarray
 
 
-def spare_for(obj: Any) -> Spare:
+#: largest P (bytes) kept double-buffered: the two spare buffers double a learner's resident
+#: P and Sigma between steps; above this (dvaw-sa at d=500: 840 MB per matrix) each step
+#: allocates fresh arrays instead, as before (the same bits either way)
+MAX_SPARE_BYTES = 64 << 20
+
+
+def spare_for(obj: Any) -> Spare | None:
     """Double buffering for a learner's stack: it owns two P and two Sigma buffers (made on
     first use, private: ``_bufs`` is not state) and each step writes into the pair its
     state does not hold, so a step allocates no d x d arrays, and the state is only
@@ -156,6 +162,9 @@ def spare_for(obj: Any) -> Spare:
     leaves it as it was). A state array from elsewhere (a refresh, a restore) is never
     written either: it is simply not one of the two."""
     P, Sigma = obj.P_, obj.Sigma_
+    if P.nbytes > MAX_SPARE_BYTES:
+        obj.__dict__.pop("_bufs", None)
+        return None
     bufs: tuple[np.ndarray, ...] | None = obj.__dict__.get("_bufs")
     if bufs is None or bufs[0].shape != P.shape or bufs[2].shape != Sigma.shape:
         bufs = (
@@ -183,8 +192,14 @@ def _all_healthy(s: Stack, b: Begin) -> bool:
             return False
     elif not (c.size and c.min() > 0.0 and c.max() < math.inf):
         return False
-    diag = np.diagonal(s.P, axis1=1, axis2=2)
-    return bool(diag.min() > 0.0 and diag.max() < math.inf and np.isfinite(s.v).all())
+    P = s.P
+    diag = P.reshape(P.shape[0], -1)[:, :: P.shape[1] + 1]  # the diagonals, as np.diagonal
+    # a finite sum of squares proves every element finite (np.vdot: one BLAS pass that
+    # reports nothing to numpy's errstate); an overflowing one sends the caller to the
+    # exact check
+    return bool(
+        diag.min() > 0.0 and math.isfinite(np.vdot(diag, diag)) and math.isfinite(np.vdot(s.v, s.v))
+    )
 
 
 def unhealthy(s: Stack, b: Begin) -> np.ndarray:

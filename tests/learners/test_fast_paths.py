@@ -166,3 +166,22 @@ def test_pa_warnings_as_the_base_path(params: dict) -> None:
     assert base[1]  # the stream does warn
     assert_states_equal(a.state(), b.state())
     assert_states_equal(c.state(), b.state())
+
+
+@pytest.mark.parametrize("kind", ["dvaw", "vaw", "rls", "dvaw-ensemble", "dvaw-sa"])
+def test_unbuffered_large_stacks_give_the_same_bits(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # above MAX_SPARE_BYTES a step allocates fresh arrays (no idle spare set kept)
+    import learners.dvaw as dvaw_module
+
+    cls = learners.REGISTRY[kind]
+    params = cls._test_params()[0]
+    X, y = cls._test_stream(4, 80, 2)
+    buffered = cls(4, **params)
+    buffered.learn_many(X, y)
+    monkeypatch.setattr(dvaw_module, "MAX_SPARE_BYTES", 0)
+    plain = cls(4, **params)
+    plain.learn_many(X, y)
+    assert "_bufs" not in vars(plain) and "_bufs" in vars(buffered)
+    assert_states_equal(buffered.state(), plain.state())
