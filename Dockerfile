@@ -12,7 +12,8 @@ RUN python -m venv /opt/venv \
  && /opt/venv/bin/pip install '.[data]'
 
 FROM python:3.11-slim AS runtime
-ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
+    OPENBLAS_NUM_THREADS=1
 RUN groupadd --system app && useradd --system --gid app --home /app --shell /usr/sbin/nologin app
 COPY --from=build /opt/venv /opt/venv
 WORKDIR /app

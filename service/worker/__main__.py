@@ -5,7 +5,11 @@ from __future__ import annotations
 import logging
 import os
 
-from service.config import Settings
+# Before numpy loads: one BLAS thread. A worker runs many small matrix steps; BLAS threads
+# fighting over shared cores made d x d learners 2-12x slower (benchmarks/README.md).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from service.config import Settings  # noqa: E402
 from service.worker.main import main
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ class Event:
 
 
 _NUMBER_TYPES = frozenset((int, float))  # what JSON numbers decode to (bool excluded)
+_LABEL_TYPES = frozenset((int, float, bool))
 
 
 def _is_number(v: Any) -> bool:
@@ -100,7 +101,7 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
         obj = _loads(value)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidEvent(f"value is not valid JSON: {exc}") from None
-    if not isinstance(obj, dict):
+    if type(obj) is not dict:
         raise InvalidEvent(f"event must be a JSON object, got {type(obj).__name__}")
     model = obj.get("model")
     if not isinstance(model, str) or not model:
@@ -141,15 +142,18 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
     if not _all_finite(x):
         raise InvalidEvent("'x' must contain only finite numbers (no NaN or inf)", model)
     y = obj.get("y")
-    if y is not None and not isinstance(y, int | float | bool):
+    if y is not None and type(y) not in _LABEL_TYPES:
         raise InvalidEvent(f"'y' must be a number, a boolean or null, got {y!r}", model)
+    # the hot path: plain lookups first, the checking call only for fields that are there
+    ts = obj.get("ts")
+    hint = obj.get("hint")
     return Event(
-        model=model,
-        id=event_id,
-        x=x,
-        y=y,
-        ts=_optional_number(obj, "ts", model),
-        hint=_optional_number(obj, "hint", model),
+        model,
+        event_id,
+        x,
+        y,
+        None if ts is None else _optional_number(obj, "ts", model),
+        None if hint is None else _optional_number(obj, "hint", model),
     )
 
 
