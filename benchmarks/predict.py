@@ -184,7 +184,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=4.0, help="per load run")
     ap.add_argument("--conns", type=int, default=16, help="connections of the closed loop")
-    ap.add_argument("--rounds", type=int, default=2, help="alternating max-rate rounds")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds (max rate, latency)")
     ap.add_argument(
         "--app-root",
         type=Path,
@@ -248,23 +248,35 @@ def main() -> None:
                     if target not in best or res["rate"] > best[target]["rate"]:
                         best[target] = res
                     cpu[target] = min(cpu.get(target, float("inf")), res["cpu_ms"])
+            # Latency at half the max rate: open loop, rounds alternating like the max-rate
+            # rounds, and like them the best round counts (other engineers' jobs on the
+            # same 2 cores stall single rounds by tens of ms); every round is reported.
+            fixed_rounds: dict[str, list[dict]] = {"bare": [], "ours": []}
+            for _ in range(args.rounds):
+                for target in ("bare", "ours"):
+                    half = best[target]["rate"] / 2
+                    conns = max(8, min(64, int(half / 50)))
+                    fixed = load(ports[target], path, body, args.seconds, conns, rate=half)
+                    fixed_rounds[target].append(fixed)
+                    print(
+                        f"{name:13s} {target:4s} at {half:6.0f} req/s:"
+                        f" p50 {fmt_ms(fixed['p50_ms'])} ms, p99 {fmt_ms(fixed['p99_ms'])} ms",
+                        flush=True,
+                    )
             for target in ("bare", "ours"):
-                half = best[target]["rate"] / 2
-                conns = max(8, min(64, int(half / 50)))
-                fixed = load(ports[target], path, body, args.seconds, conns, rate=half)
+                rounds = fixed_rounds[target]
+                fixed = min(rounds, key=lambda r: (r["p99_ms"] is None, r["p99_ms"] or 0.0))
                 w = wrk(ports[target], path, body, args.seconds, args.conns)
                 results[(name, target)] = {
                     "max": best[target],
                     "half": fixed,
+                    "half_p99s": [r["p99_ms"] for r in rounds],
+                    "half_errors": sum(r["errors"] for r in rounds),
                     "wrk": w,
                     "cpu_ms": cpu[target],
                 }
-                print(
-                    f"{name:13s} {target:4s} at {half:6.0f} req/s: p50 {fmt_ms(fixed['p50_ms'])}"
-                    f" ms, p99 {fmt_ms(fixed['p99_ms'])} ms"
-                    + (f"; wrk max {w['rate']:.0f} req/s" if w and w["rate"] else ""),
-                    flush=True,
-                )
+                if w and w["rate"]:
+                    print(f"{name:13s} {target:4s} wrk max {w['rate']:.0f} req/s", flush=True)
     finally:
         for p in procs.values():
             p.terminate()
@@ -288,7 +300,7 @@ def report(results: dict, info: str, elapsed: float, args, removed: int) -> None
         bare, ours = results[(name, "bare")], results[(name, "ours")]
         for target, r in (("bare FastAPI constant", bare), ("onlinepredict predict", ours)):
             w = r["wrk"] or {}
-            errors = r["max"]["errors"] + r["half"]["errors"]
+            errors = r["max"]["errors"] + r["half_errors"]
             rows.append(
                 [
                     name,
@@ -302,6 +314,7 @@ def report(results: dict, info: str, elapsed: float, args, removed: int) -> None
                     f"{r['half']['rate']:,.0f}",
                     fmt_ms(r["half"]["p50_ms"]),
                     fmt_ms(r["half"]["p99_ms"]),
+                    ", ".join(fmt_ms(v) for v in r["half_p99s"]),
                     errors,
                 ]
             )
@@ -333,6 +346,7 @@ def report(results: dict, info: str, elapsed: float, args, removed: int) -> None
         "half-max rate req/s",
         "p50 ms at half",
         "p99 ms at half",
+        "p99 ms at half, every round",
         "non-2xx",
     ]
     table = markdown_table(header, rows)
@@ -355,7 +369,8 @@ def report(results: dict, info: str, elapsed: float, args, removed: int) -> None
             f"Machine: {info}. Whole run {elapsed:.0f} s. Model: pa, d={DIM}, served from a"
             f" real checkpoint; {args.conns} keep-alive connections in the closed loop, best"
             f" of {args.rounds} alternating {args.seconds:.0f} s rounds; latency at half the"
-            " max rate is open loop, measured from the scheduled send time. Each server is"
+            " max rate is open loop, measured from the scheduled send time, best of as many"
+            " alternating rounds (every round's p99 is listed). Each server is"
             " one uvicorn process (uvloop, httptools, no access log); the load generator is a"
             " separate process on the same 2 cores, and ours also shares them with Redis."
             f" {removed} benchmark keys deleted from Redis afterwards.",

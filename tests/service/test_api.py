@@ -615,3 +615,36 @@ def test_openapi_is_complete(client: TestClient) -> None:
             if path.startswith("/v1/models/{model_id}"):
                 assert "404" in op["responses"], path
     assert "APIKeyHeader" in spec["components"]["securitySchemes"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "plain"),
+    [
+        (b'{"x": [1, 2.5, -3]}', True),
+        (b'{"x": [1, 2.5, -3], "hint": 0.5}', True),
+        (b'{"instances": [[1, 2], [3, 4]], "hints": [null, 1]}', True),
+        (b'{"instances": [[1, 2], [3]]}', True),  # ragged: the dimension check answers
+        (b'{"x": [1, 1e999]}', False),
+        (b'{"x": [1, NaN]}', False),
+        (b'{"x": [true, 2]}', False),
+        (b'{"x": ["1", 2]}', False),
+        (b'{"x": [1, 2], "extra": 1}', False),
+        (b'{"x": [1, 2], "hints": [1]}', False),
+        (b'{"instances": [[1, 2]], "hint": 1}', False),
+        (b'{"instances": [[1, 2]], "hints": [1, 2]}', False),
+        (b'{"x": []}', False),
+        (b"{not json", False),
+        (b"[1, 2]", False),
+    ],
+)
+def test_which_bodies_take_the_fast_path(raw: bytes, plain: bool) -> None:
+    """The fast path takes only bodies pydantic would accept unchanged (ints aside); the
+    rest reach the validated handler and its messages."""
+    from starlette.requests import Request as StarletteRequest
+
+    from service.api.routes.predict import _plain_request
+
+    scope = {"type": "http", "headers": [(b"content-type", b"application/json")]}
+    assert (_plain_request(StarletteRequest(scope), raw) is not None) == plain
+    other = {"type": "http", "headers": [(b"content-type", b"text/plain")]}
+    assert _plain_request(StarletteRequest(other), raw) is None

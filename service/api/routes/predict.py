@@ -5,14 +5,16 @@ This is the API's hot path, kept lean after profiling (``benchmarks/predict.py``
 
 * a plain request (a JSON object with numbers only: ``x`` with an optional ``hint``, or
   ``instances`` with optional ``hints``) takes a fast path (``PredictRoute``): parsed by
-  orjson and checked by hand, without FastAPI's dependency and pydantic machinery, which
-  cost several times the rest of the request. Anything else (bad input, strings or
+  orjson and checked by hand, without FastAPI's request/dependency/pydantic machinery,
+  which cost several times the rest of the request. Anything else (bad input, strings or
   booleans for numbers, another content type, dependency overrides) goes through the
   ordinary FastAPI handler below, so every error keeps its status, shape and message, and
   the OpenAPI schema still documents ``PredictRequest``/``PredictResponse``;
-* one Redis round trip: the checkpoint version is read and the predictions are stored in
-  one script, provided the stored spec is the one this process checked the request against
-  (``SpecMemo``; otherwise the script returns the stored spec and stores nothing);
+* one Redis round trip (``ApiStore.store_checked_predictions`` over the pipelined
+  connection of ``service.api.redis_pipe``): the checkpoint version is read and the
+  predictions are stored in one script, provided the stored spec is the one this process
+  checked the request against (``SpecMemo``; otherwise the script returns the stored spec
+  and stores nothing);
 * the learner is cached per checkpoint version (``ModelCache``); the response is
   serialised once with orjson.
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from itertools import chain
 from typing import Any
 
@@ -30,6 +32,7 @@ import orjson
 from fastapi import APIRouter, HTTPException, Request, Response, status
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
+from starlette.types import Message, Receive, Scope, Send
 
 from service.api.deps import CacheDep, ModelIdPath
 from service.api.routes._common import check_vectors, errors, jsonable
@@ -188,36 +191,58 @@ def _is_json(content_type: str | None) -> bool:
 
 
 class PredictRoute(APIRoute):
-    """The predict route with a fast path for plain requests (see the module docstring);
-    FastAPI's own handler serves everything else, so behaviour and documentation are
-    those of the endpoint function below."""
+    """The predict route with a fast path for plain requests (see the module docstring).
+    Anything else is handed, body included, to FastAPI's own handling of this route, so
+    behaviour and documentation are those of the endpoint function below. Exceptions of
+    the fast path propagate to the application's exception handlers, as FastAPI's do."""
 
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        generic = super().get_route_handler()
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST" or scope["app"].dependency_overrides:
+            await super().handle(scope, receive, send)
+            return
+        request = Request(scope, receive, send)
+        body = await request.body()
+        parsed = _plain_request(request, body)
+        if parsed is None:
+            await super().handle(scope, _replay(body, receive), send)
+            return
+        rows, hints, what = parsed
+        await check_read_key(request)
+        model_id = scope["path_params"]["model_id"]
+        cache = request.state.cache
+        response = await serve_predictions(request, model_id, rows, hints, what, cache)
+        await response(scope, receive, send)
 
-        async def handler(request: Request) -> Response:
-            if request.app.dependency_overrides or not _is_json(
-                request.headers.get("content-type")
-            ):
-                return await generic(request)
-            body = await request.body()  # cached on the request for the generic handler
-            try:
-                parsed = _plain_rows(orjson.loads(body))
-            except orjson.JSONDecodeError:
-                parsed = None
-            if parsed is None:
-                return await generic(request)
-            rows, hints, what = parsed
-            # Then all-finite: orjson reads no NaN/Infinity, and 1e999 becomes inf.
-            if not all(map(math.isfinite, chain.from_iterable(rows))):
-                return await generic(request)
-            await check_read_key(request)
-            model_id = request.path_params["model_id"]
-            return await serve_predictions(
-                request, model_id, rows, hints, what, request.state.cache
-            )
 
-        return handler
+def _plain_request(
+    request: Request, body: bytes
+) -> tuple[list[list[float | int]], list[float | None], str] | None:
+    """``_plain_rows`` of a JSON body whose numbers are all finite; None: not plain."""
+    if not _is_json(request.headers.get("content-type")):
+        return None
+    try:
+        parsed = _plain_rows(orjson.loads(body))
+    except orjson.JSONDecodeError:
+        return None
+    # All finite as well: orjson reads no NaN/Infinity, but 1e999 would be inf.
+    if parsed is None or not all(map(math.isfinite, chain.from_iterable(parsed[0]))):
+        return None
+    return parsed
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` for a handler that reads the body again: the body read already, then
+    whatever the connection says next (a disconnect)."""
+    pending = True
+
+    async def replay() -> Message:
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 router = APIRouter(prefix="/v1/models", tags=["predict"], route_class=PredictRoute)
