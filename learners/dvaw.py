@@ -15,6 +15,7 @@ spec ``shared/spec/discounted_vaw.md`` §3.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -160,26 +161,41 @@ def spare_for(obj: Any) -> Spare | None:
     state does not hold, so a step allocates no d x d arrays, and the state is only
     replaced, never written, when the step has succeeded (a step that raises part-way
     leaves it as it was). A state array from elsewhere (a refresh, a restore) is never
-    written either: it is simply not one of the two."""
+    written either: it is simply not one of the two. Nor is a buffer anything else still
+    refers to (a caller holding an old ``P_``, a view of it, a shallow copy of the
+    learner): it is replaced by a fresh one instead. None (allocate per step, as before)
+    for stacks above ``MAX_SPARE_BYTES`` or off CPython (reference counts unknown)."""
     P, Sigma = obj.P_, obj.Sigma_
-    if P.nbytes > MAX_SPARE_BYTES:
+    if P.nbytes > MAX_SPARE_BYTES or not _CPYTHON:
         obj.__dict__.pop("_bufs", None)
         return None
-    bufs: tuple[np.ndarray, ...] | None = obj.__dict__.get("_bufs")
+    bufs: list[np.ndarray] | None = obj.__dict__.get("_bufs")
     if bufs is None or bufs[0].shape != P.shape or bufs[2].shape != Sigma.shape:
-        bufs = (
+        bufs = [
             np.empty(P.shape),
             np.empty(P.shape),
             np.empty(Sigma.shape),
             np.empty(Sigma.shape),
             np.empty(P.shape[1:]),
-        )
+        ]
         obj._bufs = bufs
     return Spare(
-        bufs[1] if P is bufs[0] else bufs[0],
-        bufs[3] if Sigma is bufs[2] else bufs[2],
+        _unshared(bufs, 1 if P is bufs[0] else 0),
+        _unshared(bufs, 3 if Sigma is bufs[2] else 2),
         bufs[4],
     )
+
+
+_CPYTHON = sys.implementation.name == "cpython"
+
+
+def _unshared(bufs: list[np.ndarray], i: int) -> np.ndarray:
+    """``bufs[i]``, or a fresh buffer in its place if anything besides ``bufs`` refers to it
+    (the list, the local name and getrefcount's argument make 3)."""
+    a = bufs[i]
+    if sys.getrefcount(a) > 3:
+        a = bufs[i] = np.empty(a.shape)
+    return a
 
 
 def _all_healthy(s: Stack, b: Begin) -> bool:

@@ -185,3 +185,30 @@ def test_unbuffered_large_stacks_give_the_same_bits(
     plain.learn_many(X, y)
     assert "_bufs" not in vars(plain) and "_bufs" in vars(buffered)
     assert_states_equal(buffered.state(), plain.state())
+
+
+@pytest.mark.parametrize("kind", ["dvaw", "vaw", "rls", "dvaw-ensemble", "dvaw-sa"])
+def test_buffers_never_write_an_array_someone_holds(kind: str) -> None:
+    # an old P_/Sigma_ a caller kept, and a shallow copy of the learner, stay intact: a
+    # spare buffer anything else refers to is replaced, not written
+    import copy
+
+    cls = learners.REGISTRY[kind]
+    params = cls._test_params()[0]
+    X, y = cls._test_stream(4, 60, 5)
+    m, ref = cls(4, **params), cls(4, **params)
+    m.learn_many(X[:10], y[:10])
+    ref.learn_many(X[:10], y[:10])
+    held_P, held_S = m.P_, m.Sigma_
+    kept_P, kept_S = held_P.copy(), held_S.copy()
+    twin = copy.copy(m)  # shares every array with m
+    twin_ref = cls.from_state(m.state())
+    for i in range(10, 60):  # interleaved, different labels
+        m.learn(X[i], y[i])
+        ref.learn(X[i], y[i])
+        twin.learn(X[i], -y[i])
+        twin_ref.learn(X[i], -y[i])
+    assert held_P.tobytes() == kept_P.tobytes() and held_S.tobytes() == kept_S.tobytes()
+    assert_states_equal(m.state(), ref.state())
+    if kind != "dvaw-sa":  # dvaw-sa writes logw_/start_ in place: shallow copies share those
+        assert_states_equal(twin.state(), twin_ref.state())
