@@ -136,12 +136,23 @@ async def produce(settings, records: list[tuple[bytes, bytes]]) -> float:  # typ
     return time.perf_counter() - t0
 
 
-async def raw_consume(settings, n: int, decode: bool) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    """aiokafka alone: assign every partition, read n records from the start (and optionally
-    json-decode them); no group, no learning, no checkpoint."""
+async def raw_consume(settings, n: int, decode: str = "") -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """aiokafka alone: assign every partition, read n records from the start; no group, no
+    learning, no checkpoint. ``decode``: "" (none), "json" (``json.loads`` each value),
+    "orjson", or "event" (the worker's ``decode_event``: orjson plus validation, the
+    least any worker on this event format does per record)."""
+    import orjson
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition
 
+    from service.worker.events import decode_event
+
+    one: Any = {
+        "": None,
+        "json": lambda r: json.loads(r.value),
+        "orjson": lambda r: orjson.loads(r.value),
+        "event": lambda r: decode_event(r.key, r.value),
+    }[decode]
     consumer = AIOKafkaConsumer(
         enable_auto_commit=False,
         max_poll_records=settings.max_poll_records,
@@ -162,9 +173,9 @@ async def raw_consume(settings, n: int, decode: bool) -> dict[str, float]:  # ty
             batch = await consumer.getmany(timeout_ms=500, max_records=settings.max_poll_records)
             for recs in batch.values():
                 seen += len(recs)
-                if decode:
+                if one is not None:
                     for r in recs:
-                        json.loads(r.value)
+                        one(r)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     finally:
         await consumer.stop()
@@ -373,8 +384,10 @@ def main() -> None:
             t_prod = asyncio.run(produce(settings, recs))
             del recs
             print(f"{tag}: produced {n} events in {t_prod:.1f} s", flush=True)
-            raw = asyncio.run(raw_consume(settings, n, decode=False))
-            dec = asyncio.run(raw_consume(settings, n, decode=True))
+            raw = asyncio.run(raw_consume(settings, n))
+            dec = asyncio.run(raw_consume(settings, n, decode="json"))
+            fast = asyncio.run(raw_consume(settings, n, decode="orjson"))
+            floor = asyncio.run(raw_consume(settings, n, decode="event"))
             w = run_worker(settings, n, timeout_s=150)  # keeps the run under 5 minutes
             print(
                 f"{tag}: raw {raw['events'] / raw['wall']:,.0f} ev/s, raw+json"
@@ -387,6 +400,8 @@ def main() -> None:
             for name, r in (
                 ("raw aiokafka consume", raw),
                 ("raw consume + json.loads", dec),
+                ("raw consume + orjson.loads", fast),
+                ("raw consume + the worker's decode_event (orjson + validation)", floor),
                 ("worker (decode, dedupe, learn, stats, checkpoint)", w),
             ):
                 rate, per_cpu = r["events"] / r["wall"], r["events"] / max(r["cpu"], 1e-9)
