@@ -140,3 +140,27 @@ def test_supports_plain_tcp_only() -> None:
     assert RedisPipe.supports("redis://127.0.0.1:6379/0")
     assert not RedisPipe.supports("rediss://127.0.0.1:6379/0")
     assert not RedisPipe.supports("unix:///tmp/redis.sock")
+
+
+def test_password_and_database_from_the_url(server) -> None:  # type: ignore[no-untyped-def]
+    async def go() -> None:
+        admin = Redis.from_url(server.url)
+        await admin.config_set("requirepass", "s3cret")
+        base = f"redis://:s3cret@127.0.0.1:{server.port}"
+        pipe, wrong = pipe_for(f"{base}/2"), pipe_for(f"redis://:nope@127.0.0.1:{server.port}/0")
+        client = Redis.from_url(f"{base}/2")
+        try:
+            assert await pipe.call("SET", "authed", "yes") == b"OK"
+            assert await client.get("authed") == b"yes"  # in database 2
+            with pytest.raises(ResponseError):
+                await wrong.call("PING")
+            with pytest.raises(ResponseError):  # no half-set-up connection is kept
+                await wrong.call("PING")
+        finally:
+            pipe.close()
+            wrong.close()
+            await client.config_set("requirepass", "")
+            await client.aclose()
+            await admin.aclose()
+
+    asyncio.run(go())
