@@ -131,7 +131,9 @@ def test_handle_many_equals_the_loop_of_handle(kind: str, keep: int, seed: int) 
     n = 60
     ids = [f"e{rng.randrange(12)}" for _ in range(n)]  # many repeats: duplicates, evictions
     bads = [rng.choice(["", "", "", "", "", "dim", "label", "unlabelled", "hint"]) for _ in ids]
-    events = [_event(i, ident, bad, kind) for i, (ident, bad) in enumerate(zip(ids, bads, strict=True))]
+    events = [
+        _event(i, ident, bad, kind) for i, (ident, bad) in enumerate(zip(ids, bads, strict=True))
+    ]
     start = rng.randrange(5)  # the first offsets are covered by a restored stamp
     items = [(ev, 0, 100 + i) for i, ev in enumerate(events)]
     loop, many = _runtime(kind, keep), _runtime(kind, keep)
