@@ -174,14 +174,7 @@ class PARegressor(Learner):
             step = np.multiply(tau if e > 0.0 else -tau, x)
             self.w_ = np.subtract(w, step, step)
         self.t_ += 1
-        report = _new(StepReport)  # make_report, inlined
-        report.__dict__.update(
-            prediction=y_hat,
-            loss=e * e,
-            diagnostics={"eps_loss": max(0.0, excess), "tau": tau},
-            scores=None,
-        )
-        return report
+        return _report(y_hat, e, excess, tau)
 
     def learn_many(
         self, X: Any, y: Sequence[Any], *, hints: Sequence[float | None] | None = None
@@ -197,7 +190,7 @@ class PARegressor(Learner):
         buf = None
         reports: list[StepReport] = []
         append = reports.append
-        multiply, subtract, new = np.multiply, np.subtract, _new
+        multiply, subtract, report = np.multiply, np.subtract, _report
         exact = not quiet_underflow()
         vdot, isfinite = _vdot, _isfinite
         try:
@@ -231,14 +224,7 @@ class PARegressor(Learner):
                         multiply(tau if e > 0.0 else -tau, x, buf)
                         subtract(w, buf, buf)
                         w, buf = buf, w
-                report = new(StepReport)  # make_report, inlined
-                report.__dict__.update(
-                    prediction=y_hat,
-                    loss=e * e,
-                    diagnostics={"eps_loss": max(0.0, excess), "tau": tau},
-                    scores=None,
-                )
-                append(report)
+                append(report(y_hat, e, excess, tau))
         except ValueError as exc:
             raise BatchInterrupted(len(reports), reports, exc) from exc
         finally:  # an exception mid-batch leaves the state of the rows learned, as the loop
@@ -249,3 +235,15 @@ class PARegressor(Learner):
     @classmethod
     def _test_params(cls) -> list[dict[str, Any]]:
         return [{}, {"variant": "pa1", "C": 0.5}, {"variant": "pa2", "epsilon": 0.0}]
+
+
+def _report(y_hat: float, e: float, excess: float, tau: float) -> StepReport:
+    """The ``StepReport`` of one PA step (``make_report`` without its keyword call)."""
+    report = _new(StepReport)
+    report.__dict__.update(
+        prediction=y_hat,
+        loss=e * e,
+        diagnostics={"eps_loss": max(0.0, excess), "tau": tau},
+        scores=None,
+    )
+    return report
