@@ -401,7 +401,7 @@ def main() -> None:
                 ("raw aiokafka consume", raw),
                 ("raw consume + json.loads", dec),
                 ("raw consume + orjson.loads", fast),
-                ("raw consume + the worker's decode_event (orjson + validation)", floor),
+                ("raw consume + decode_event (the worker's: orjson + checks)", floor),
                 ("worker (decode, dedupe, learn, stats, checkpoint)", w),
             ):
                 rate, per_cpu = r["events"] / r["wall"], r["events"] / max(r["cpu"], 1e-9)
@@ -554,9 +554,10 @@ def plot(rows, ck_rows, path) -> None:  # type: ignore[no-untyped-def]
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4))
-    labels = [f"{r[0].split(',')[0]}\n{r[1][:24]}" for r in rows]
+    labels = [f"{r[0].split(',')[0]}\n{r[1].split(' (')[0]}" for r in rows]
     a1.barh(range(len(rows)), [float(r[3].replace(",", "")) for r in rows], label="per CPU s")
     a1.barh(
         range(len(rows)),
@@ -566,6 +567,7 @@ def plot(rows, ck_rows, path) -> None:  # type: ignore[no-untyped-def]
     )
     a1.set_yticks(range(len(rows)), labels, fontsize=7)
     a1.set_xscale("log")
+    a1.xaxis.set_minor_formatter(NullFormatter())  # the 2-9 x 10^k labels overlap
     a1.set_xlabel("events/s (log scale)")
     a1.legend()
     for n_models in sorted({r[0] for r in ck_rows}):
@@ -579,6 +581,7 @@ def plot(rows, ck_rows, path) -> None:  # type: ignore[no-untyped-def]
     a2.set_xscale("log")
     a2.set_xlabel("events per model before the commit")
     a2.set_ylabel("median ms per commit")
+    a2.set_ylim(bottom=0)
     a2.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
