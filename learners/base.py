@@ -233,6 +233,18 @@ class Learner:
         """Predict for ``x`` with the current state; changes nothing."""
         return self._predict(self._check_x(x), self._check_hint(hint))
 
+    def predict_many(
+        self, X: Any, *, hints: Sequence[float | None] | None = None
+    ) -> list[Prediction]:
+        """``predict`` on each row: the same predictions, with the rows validated as one
+        matrix (``learn_many``'s check); a bad row raises before any prediction."""
+        rows = self._check_rows(X)
+        hs = [None] * len(rows) if hints is None else [self._check_hint(h) for h in hints]
+        if len(rows) != len(hs):
+            raise ValueError("X and hints must have the same length")
+        predict = self._predict
+        return [predict(x, h) for x, h in zip(rows, hs, strict=True)]
+
     def learn(self, x: Any, y: Any, *, hint: float | None = None) -> StepReport:
         """One round of the online protocol: predict, score against ``y``, update."""
         xv = self._check_x(x)

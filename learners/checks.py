@@ -178,6 +178,18 @@ def check_learn_many_equals_loop(cls: type[Learner], params: dict[str, Any]) -> 
     assert_states_equal(a.state(), b.state())
 
 
+def check_predict_many_equals_loop(cls: type[Learner], params: dict[str, Any]) -> None:
+    learner, X, y = _fresh(cls, params, WARMUP)
+    learner.learn_many(X[: WARMUP // 2], y[: WARMUP // 2])
+    before = encode_state(learner.state())
+    rest = X[WARMUP // 2 :]  # not yet learned (transductive blocks use each x up)
+    many = learner.predict_many(rest)
+    assert encode_state(learner.state()) == before, "predict_many changed the state"
+    for x, pm in zip(rest, many, strict=True):
+        p = learner.predict(x)
+        assert _same_output(p.value, pm.value) and p.scores == pm.scores
+
+
 CHECKS: tuple[Check, ...] = (
     check_predict_is_pure,
     check_learn_reports_prior_prediction,
@@ -188,6 +200,7 @@ CHECKS: tuple[Check, ...] = (
     check_bad_hyperparameters_raise,
     check_docstring_has_examples,
     check_learn_many_equals_loop,
+    check_predict_many_equals_loop,
 )
 
 

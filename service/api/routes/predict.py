@@ -127,8 +127,9 @@ async def serve_predictions(
     learner = served.learner
 
     def run() -> list:  # type: ignore[type-arg]
-        # predict() changes no state (learner contract), so sharing the cached learner is safe.
-        return [learner.predict(x, hint=h) for x, h in zip(X, hints, strict=True)]
+        # predict() changes no state (learner contract), so sharing the cached learner is safe;
+        # predict_many validates the rows as one matrix (the same predictions as the loop)
+        return learner.predict_many(X, hints=hints)
 
     preds = run() if n < THREAD_BATCH else await run_in_threadpool(run)
     out = [
