@@ -108,3 +108,33 @@ def write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     print(f"wrote {path.relative_to(ROOT)}")
+
+
+# ---- the stack the service benchmarks run against -------------------------------------------
+LOCAL_REDIS = "redis://127.0.0.1:6379/0"
+
+
+def redis_url() -> tuple[str, object | None]:
+    """The machine's Redis when one answers on 127.0.0.1:6379, else an embedded
+    ``redis-server`` (returned second, for the caller to stop)."""
+    from service.embedded import redis_answers, start_redis
+
+    if redis_answers("127.0.0.1", 6379):
+        return LOCAL_REDIS, None
+    server = start_redis()
+    return server.url, server
+
+
+def delete_prefix(redis: str, prefix: str) -> int:
+    """Delete every key under ``prefix`` (a benchmark's own); returns how many."""
+    import redis as redis_lib
+
+    client = redis_lib.Redis.from_url(redis)
+    n = 0
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*", count=5000))
+        for i in range(0, len(keys), 1000):
+            n += client.delete(*keys[i : i + 1000])
+    finally:
+        client.close()
+    return n

@@ -42,17 +42,7 @@ BATCH = 100
 MODEL = "bench-pa"
 TARGET_RATE_FRACTION = 0.70
 TARGET_P99_MS = 5.0
-LOCAL_REDIS = "redis://127.0.0.1:6379/0"
 HERE = Path(__file__).resolve().parent
-
-
-def redis_url() -> tuple[str, object | None]:
-    from service.embedded import redis_answers, start_redis
-
-    if redis_answers("127.0.0.1", 6379):
-        return LOCAL_REDIS, None
-    server = start_redis()
-    return server.url, server
 
 
 def start_server(
@@ -113,20 +103,6 @@ async def seed_model(redis: str, prefix: str, port: int) -> int:
     finally:
         await client.aclose()
     return res.version
-
-
-def cleanup(redis: str, prefix: str) -> int:
-    import redis as redis_lib
-
-    client = redis_lib.Redis.from_url(redis)
-    n = 0
-    try:
-        batch = list(client.scan_iter(match=f"{prefix}*", count=5000))
-        for i in range(0, len(batch), 1000):
-            n += client.delete(*batch[i : i + 1000])
-    finally:
-        client.close()
-    return n
 
 
 def load(
@@ -196,7 +172,7 @@ def main() -> None:
     started = time.perf_counter()
     info = _bench.machine()
     print(info, flush=True)
-    redis, embedded = redis_url()
+    redis, embedded = _bench.redis_url()
     prefix = f"opbench:{uuid.uuid4().hex[:10]}:"
     from service.embedded import free_port
 
@@ -285,7 +261,7 @@ def main() -> None:
                 p.wait(10)
             except subprocess.TimeoutExpired:
                 p.kill()
-        removed = cleanup(redis, prefix)
+        removed = _bench.delete_prefix(redis, prefix)
         if embedded is not None:
             embedded.stop()  # type: ignore[attr-defined]
         shutil.rmtree(tmp, ignore_errors=True)

@@ -41,14 +41,12 @@ POLL_S = 0.05
 
 # ---- stack ---------------------------------------------------------------------------------
 def start_stack() -> tuple[str, str, list[Any]]:
-    from service.embedded import redis_answers, start_broker, start_redis
+    from service.embedded import start_broker
 
     started: list[Any] = [start_broker()]
-    if redis_answers("127.0.0.1", 6379):
-        redis = "redis://127.0.0.1:6379/0"
-    else:
-        started.append(start_redis())
-        redis = started[-1].url
+    redis, server = _bench.redis_url()
+    if server is not None:
+        started.append(server)
     return started[0].url, redis, started
 
 
@@ -74,20 +72,6 @@ def settings_env(settings, worker_id: str) -> dict[str, str]:  # type: ignore[no
         ONLINEPREDICT_LOG_LEVEL="WARNING",
         PYTHONPATH=str(ROOT),
     )
-
-
-def cleanup(redis: str, prefix: str) -> int:
-    import redis as redis_lib
-
-    client = redis_lib.Redis.from_url(redis)
-    n = 0
-    try:
-        keys = list(client.scan_iter(match=f"{prefix}*", count=5000))
-        for i in range(0, len(keys), 1000):
-            n += client.delete(*keys[i : i + 1000])
-    finally:
-        client.close()
-    return n
 
 
 # ---- events --------------------------------------------------------------------------------
@@ -447,7 +431,7 @@ def main() -> None:
                 ck_rows.append([n_models, f"{pos:,}", f"{ms:.2f}", f"{size / 1024:.1f}"])
                 print(f"checkpoint: {n_models} models after {pos} events: {ms:.2f} ms", flush=True)
     finally:
-        removed = sum(cleanup(redis, p) for p in prefixes)
+        removed = sum(_bench.delete_prefix(redis, p) for p in prefixes)
         for proc in reversed(stack):
             proc.stop()
     elapsed = time.perf_counter() - started
