@@ -47,14 +47,35 @@ class RunningStats:
         if y is None:
             self.unlabelled += 1
             return
+        self._score(y, prediction, loss, diagnostics)
+        if self.regret is not None:
+            self.regret.update(x, float(y), float(prediction))
+
+    def update_many(self, X: np.ndarray, ys: list[Any], reports: list[Any]) -> None:
+        """``update`` for each row of ``X`` with its label and ``StepReport``, in order:
+        the same figures bit for bit, with the regression sufficient statistics summed in
+        one pass (``RegretTracker.update_many``) and only the last step's diagnostics
+        kept (``update`` overwrites them every step)."""
+        if not reports:
+            return
+        if self.regret is None or any(y is None for y in ys):
+            for x, y, r in zip(X, ys, reports, strict=True):
+                self.update(x, y, r.prediction, r.loss, r.diagnostics)
+            return
+        for y, r in zip(ys, reports, strict=True):
+            self._score(y, r.prediction, r.loss, r.diagnostics)
+        self.regret.update_many(X, [float(y) for y in ys], [float(r.prediction) for r in reports])
+        last = reports[-1].diagnostics
+        self.last = {k: float(v) for k, v in last.items() if _finite(v)}
+
+    def _score(self, y: Any, prediction: Any, loss: float, diagnostics: dict[str, float]) -> None:
+        """The scalar figures of one labelled event (the regret sums are the caller's)."""
         self.n += 1
         self.loss_sum += float(loss)
         if self.task == "regression":
             err = float(prediction) - float(y)
             self.sq_err += err * err
             self.ring[(self.n - 1) % self.window] = err * err
-            assert self.regret is not None
-            self.regret.update(x, float(y), float(prediction))
             if "turnover" in diagnostics:
                 self.turnover += float(diagnostics["turnover"])
                 if prediction > -1.0 and y > -1.0:
@@ -65,48 +86,6 @@ class RunningStats:
             hinge = diagnostics.get("hinge", diagnostics.get("hinge_loss"))
             if hinge is not None and _finite(hinge):
                 self.hinge_sum += float(hinge)
-
-    def update_many(self, X: np.ndarray, ys: list[Any], reports: list[Any]) -> None:
-        """``update`` for each row of ``X`` with its label and ``StepReport``, in order:
-        the same figures bit for bit, with the regression sufficient statistics summed in
-        one pass (``RegretTracker.update_many``) and only the last step's diagnostics
-        kept (``update`` overwrites them every step)."""
-        if not reports:
-            return
-        if self.task != "regression" or any(y is None for y in ys):
-            for x, y, r in zip(X, ys, reports, strict=True):
-                self.update(x, y, r.prediction, r.loss, r.diagnostics)
-            return
-        n, loss_sum, sq_err, ring, window = (
-            self.n,
-            self.loss_sum,
-            self.sq_err,
-            self.ring,
-            self.window,
-        )
-        turnover, log_excess = self.turnover, self.log_excess
-        preds: list[float] = []
-        labels: list[float] = []
-        for y, r in zip(ys, reports, strict=True):
-            n += 1
-            loss_sum += float(r.loss)
-            p, yf = float(r.prediction), float(y)
-            err = p - yf
-            sq_err += err * err
-            ring[(n - 1) % window] = err * err
-            preds.append(p)
-            labels.append(yf)
-            diagnostics = r.diagnostics
-            if "turnover" in diagnostics:
-                turnover += float(diagnostics["turnover"])
-                if r.prediction > -1.0 and y > -1.0:
-                    log_excess += math.log1p(r.prediction) - math.log1p(y)
-        self.n, self.loss_sum, self.sq_err = n, loss_sum, sq_err
-        self.turnover, self.log_excess = turnover, log_excess
-        assert self.regret is not None
-        self.regret.update_many(X, labels, preds)
-        last = reports[-1].diagnostics
-        self.last = {k: float(v) for k, v in last.items() if _finite(v)}
 
     # ---- reading ---------------------------------------------------------------------------
     def figures(self) -> dict[str, float]:
