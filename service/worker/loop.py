@@ -40,6 +40,10 @@ HEARTBEAT_MS = 1_000
 # holds it for this long before the busy partition can be fetched again. At the default
 # (500 ms) a worker with one busy partition of four sat idle 60% of the time.
 FETCH_MAX_WAIT_MS = 20
+# aiokafka's consumer.stop() first waits for its group coordination task, which never ends
+# while the broker keeps failing the group's sync (seen with tansu after a broker outage: a
+# worker rejoined every 8 s and ignored SIGTERM). The final checkpoint is written by then.
+CONSUMER_STOP_TIMEOUT_S = 10.0
 
 
 async def process_batch(
@@ -184,6 +188,18 @@ def refetch(ctx: WorkerContext, batch: dict[TopicPartition, list[ConsumerRecord]
             ctx.consumer.seek(tp, ctx.next_offset[tp])
 
 
+async def _leave_group(ctx: WorkerContext) -> None:
+    """Stop the consumer, which leaves the group so the partitions move at once; give up
+    after ``CONSUMER_STOP_TIMEOUT_S`` (the group then drops us after its session timeout)."""
+    try:
+        await asyncio.wait_for(ctx.consumer.stop(), CONSUMER_STOP_TIMEOUT_S)
+    except TimeoutError:
+        logger.warning(
+            "consumer did not leave the group within %.0f s; exiting anyway",
+            CONSUMER_STOP_TIMEOUT_S,
+        )
+
+
 async def build_context(settings: Settings, worker_id: str | None = None) -> WorkerContext:
     kafka = settings.kafka_options()
     consumer = AIOKafkaConsumer(
@@ -262,7 +278,7 @@ async def run_worker(
         except RedisUnavailable as exc:
             logger.error("shutting down without a final checkpoint: %s", exc)
         finally:
-            await ctx.consumer.stop()  # leaves the group: partitions move at once
+            await _leave_group(ctx)
     finally:
         if health is not None:
             health.close()
