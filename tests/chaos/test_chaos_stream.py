@@ -188,11 +188,13 @@ class Chaos:
         return f"broker unreachable {OUTAGE_S:.0f}s: /readyz {len(codes)}x503"
 
 
-def test_stream_survives_every_fault(tmp_path: Path) -> None:
+def test_stream_survives_every_fault(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     (tmp_path / "redis").mkdir()
     redis = AofRedis(tmp_path / "redis")
     redis.start()
+    request.addfinalizer(redis.stop)  # also when an assertion below fails
     broker = start_chaos_broker(tmp_path / "broker.log")
+    request.addfinalizer(broker.stop)
     st = Settings(
         kafka_bootstrap=broker.bootstrap,
         redis_url=redis.url,
@@ -282,8 +284,6 @@ def test_stream_survives_every_fault(tmp_path: Path) -> None:
         assert all(json.loads(v)["reason"] for _, _, _, v in letters)
     finally:
         chaos.r.close()
-        broker.stop()
-        redis.stop()
 
     kinds = Counter(r.fault for r in table.rows)
     print(
