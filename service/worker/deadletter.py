@@ -17,19 +17,31 @@ from aiokafka.structs import ConsumerRecord
 
 logger = logging.getLogger(__name__)
 
+# A dead letter carries the record's value, escaped as JSON: a record near the broker's
+# size limit (or full of control characters, 6 bytes each escaped) would make a letter the
+# producer refuses, and the worker would stop on the record it is meant to set aside.
+# The letter keeps this much of the value; the record itself stays in the log at its offset.
+MAX_VALUE_CHARS = 16_384
+MAX_KEY_CHARS = 1_024
+
 
 def deadletter_value(record: ConsumerRecord, reason: str, worker: str) -> bytes:
     raw = record.value
+    value = raw.decode(errors="replace") if raw is not None else None
+    key = record.key.decode(errors="replace") if record.key is not None else None
     body: dict[str, Any] = {
-        "reason": reason,
+        "reason": reason[:MAX_VALUE_CHARS],
         "topic": record.topic,
         "partition": record.partition,
         "offset": record.offset,
-        "key": record.key.decode(errors="replace") if record.key is not None else None,
-        "value": raw.decode(errors="replace") if raw is not None else None,
+        "key": key[:MAX_KEY_CHARS] if key is not None else None,
+        "value": value[:MAX_VALUE_CHARS] if value is not None else None,
         "worker": worker,
         "ts": time.time(),
     }
+    if raw is not None and len(value or "") > MAX_VALUE_CHARS:
+        body["value_truncated"] = True
+        body["value_bytes"] = len(raw)
     return json.dumps(body, separators=(",", ":")).encode()
 
 

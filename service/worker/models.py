@@ -4,6 +4,12 @@
 drop a duplicate id, else ``learn`` (predict, score, update) and update the running
 metrics. Every handled event (applied, duplicate or rejected) moves the in-memory stamp,
 so its counters are checkpointed exactly once too.
+
+Applying an event is all or nothing (the fault boundary, docs/reliability.md): whatever
+goes wrong while learning it or updating the statistics (a rejected input, an overflow,
+``LinAlgError``, a learner bug) or leaves a non-finite number behind puts the learner and
+the statistics back exactly as they were before it, and the event is rejected with the
+reason (the worker dead-letters it). Nothing a producer sends can stop a worker.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any
 import numpy as np
 
 import learners
-from learners.base import BatchInterrupted, StepReport
+from learners.base import StepReport
 from learners.codec import decode_state, encode_state
 from service.metrics.running import RunningStats
 from service.store.checkpoints import (
@@ -29,6 +35,7 @@ from service.store.checkpoints import (
     id_hash,
 )
 from service.worker.events import Event
+from service.worker.undo import Undo, UnsafeState, check_finite
 
 logger = logging.getLogger(__name__)
 
@@ -110,18 +117,26 @@ class ModelRuntime:
             return DUPLICATE
         if event.type == "register":
             return self._register(event)
+        undo = Undo(self.learner, self.stats)
         try:
             report = self.learner.learn(event.x, event.y, hint=event.hint)
         except ValueError as exc:  # the base validates before touching state
+            undo.restore(self)  # a no-op unless a step broke that contract
             return self._reject(f"model {self.model!r} rejected the event: {exc}")
+        except Exception as exc:  # overflow, a learner bug: same path, state put back
+            return self._fault(undo, "learning", exc)
+        try:
+            self.stats.update(
+                np.asarray(event.x, dtype=np.float64),
+                event.y,
+                report.prediction,
+                report.loss,
+                report.diagnostics,
+            )
+            check_finite(undo, self.learner, self.stats)
+        except Exception as exc:
+            return self._fault(undo, "scoring", exc)
         self._applied(event.id)
-        self.stats.update(
-            np.asarray(event.x, dtype=np.float64),
-            event.y,
-            report.prediction,
-            report.loss,
-            report.diagnostics,
-        )
         return APPLIED
 
     def handle_many(self, items: Sequence[tuple[Event, int, int]]) -> list[tuple[str, str]]:
@@ -134,10 +149,10 @@ class ModelRuntime:
 
         The loop's decisions are made up front, side-effect free: skipped (stamp), duplicate
         (the seen-id window as it will be when the event's turn comes, evictions by the
-        events learned before it included), else learned. When ``learn_many`` refuses the
-        batch (a bad row or label) or a step fails part-way, the events from the first one
-        not learned on go through ``handle`` one by one, which finds and rejects the bad
-        ones exactly as before.
+        events learned before it included), else learned. When anything goes wrong with the
+        batch (``learn_many`` refuses it or stops part-way, the statistics fail, a value
+        turns non-finite), the model is put back as it was and the whole group goes through
+        ``handle`` one by one, which finds and rejects the bad events.
         """
         keep = self.seen_keep
         if keep and len(items) > keep:
@@ -156,55 +171,40 @@ class ModelRuntime:
                 todo.append(event)
                 if keep:
                     batch_ids.add(event.id)
-        reports: list[StepReport] = []
-        X = np.empty((0, 0))
         if todo:
-            try:  # ragged rows (a wrong dimension) fail here
+            undo = Undo(self.learner, self.stats)
+            try:  # ragged rows (a wrong dimension) fail in np.array already
                 X = np.array([e.x for e in todo], dtype=np.float64)
-            except (ValueError, TypeError, OverflowError):
-                todo = []
-        if todo:
-            hints = [e.hint for e in todo]
-            try:
-                reports = self.learner.learn_many(
-                    X,
-                    [e.y for e in todo],
-                    hints=None if all(h is None for h in hints) else hints,
-                )
-            except BatchInterrupted as exc:
-                reports = exc.reports
-            except ValueError:
-                pass  # refused as a whole, nothing learned: the loop finds the bad event
+                reports = self._learn_batch(X, todo)
+                self.stats.update_many(X, [e.y for e in todo], reports)
+                check_finite(undo, self.learner, self.stats)
+            except Exception:  # a fault in the batch: find it event by event
+                undo.restore(self)
+                return [self._one(*item) for item in items]
         out: list[tuple[str, str]] = []
-        learned = 0
-        last: tuple[int, int, str] | None = None  # the stamp after the learned prefix
-        for i, ((event, partition, offset), outcome) in enumerate(zip(items, decided, strict=True)):
+        last: tuple[int, int, str] | None = None  # the stamp after the decided events
+        for (event, partition, offset), outcome in zip(items, decided, strict=True):
             if outcome == APPLIED:
-                if learned == len(reports):  # the rest as the loop does it
-                    self._learned(X, todo, reports, learned, last)
-                    out.extend(self._one(*item) for item in items[i:])
-                    return out
                 self._applied(event.id)
-                learned += 1
                 last = (partition, offset, event.id)
             elif outcome == DUPLICATE:
                 self.counters.duplicate += 1
                 last = (partition, offset, event.id)
             out.append((outcome, ""))
-        self._learned(X, todo, reports, learned, last)
+        self._moved(last)
         return out
 
-    def _learned(
-        self,
-        X: np.ndarray,
-        todo: list[Event],
-        reports: list[StepReport],
-        k: int,
-        last: tuple[int, int, str] | None,
-    ) -> None:
-        """The statistics of the first ``k`` learned events, and the stamp after them."""
-        if k:
-            self.stats.update_many(X[:k], [e.y for e in todo[:k]], reports[:k])
+    def _learn_batch(self, X: np.ndarray, todo: list[Event]) -> list[StepReport]:
+        """``learn_many`` on the rows. Any failure (a refused batch, a step that stopped
+        part-way, whose own state cannot be trusted) raises: the caller puts the model back
+        and the per-event path finds the bad event."""
+        hints = [e.hint for e in todo]
+        return self.learner.learn_many(
+            X, [e.y for e in todo], hints=None if all(h is None for h in hints) else hints
+        )
+
+    def _moved(self, last: tuple[int, int, str] | None) -> None:
+        """The stamp after the events decided so far."""
         if last is not None:
             self.stamp = Stamp(*last)
             self.dirty = True
@@ -227,12 +227,31 @@ class ModelRuntime:
             return self._reject(
                 f"model {self.model!r} (kind {self.learner.kind}) does not take block registration"
             )
+        undo = Undo(self.learner, self.stats)
         try:
             register(event.vectors)
         except ValueError as exc:  # the learner leaves its state untouched
+            undo.restore(self)
             return self._reject(f"model {self.model!r} refused the block: {exc}")
+        except Exception as exc:
+            return self._fault(undo, "registering the block", exc)
+        try:
+            check_finite(undo, self.learner, self.stats)
+        except UnsafeState as exc:
+            return self._fault(undo, "registering the block", exc)
         self._applied(event.id)
         return APPLIED
+
+    def _fault(self, undo: Undo, during: str, exc: BaseException) -> str:
+        """An event that failed after validation: put the model back as it was before it,
+        and reject the event with what happened."""
+        undo.restore(self)
+        what = str(exc) if isinstance(exc, UnsafeState) else f"{type(exc).__name__}: {exc}"
+        logger.warning("model %r: event rejected while %s: %s", self.model, during, what)
+        return self._reject(
+            f"model {self.model!r} could not apply the event ({during} failed: {what[:300]});"
+            " the model is unchanged"
+        )
 
     def _reject(self, reason: str) -> str:
         self.counters.rejected += 1
