@@ -7,7 +7,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+from service.limits import MAX_ABS_VALUE
 
 #: Model ids become part of Redis keys and Kafka keys: no braces, colons or spaces.
 ModelId = Annotated[
@@ -20,11 +29,23 @@ EventId = Annotated[
     StringConstraints(min_length=1, max_length=256),
     Field(description="Idempotency key: an event id is applied at most once."),
 ]
+
+
+def _bounded(v: Any) -> Any:
+    if v is not None and not -MAX_ABS_VALUE <= v <= MAX_ABS_VALUE:
+        raise ValueError(f'values must be within ±{MAX_ABS_VALUE:g} (docs/events.md, "Values")')
+    return v
+
+
+#: A learned value: within MAX_ABS_VALUE, so the learners' arithmetic cannot overflow.
+Bounded = AfterValidator(_bounded)
 Label = Annotated[
     float | int | bool,
+    Bounded,
     Field(description="Regression target, or class label (-1/+1, 0/1, true/false)."),
 ]
 Vector = list[float]
+LearnedVector = list[Annotated[float, Bounded]]
 
 
 class _Strict(BaseModel):
@@ -165,9 +186,9 @@ class PredictResponse(BaseModel):
 # ---- events and labels ---------------------------------------------------------------------
 class EventIn(_Strict):
     id: EventId | None = Field(None, description="Assigned (uuid4 hex) when missing.")
-    x: Vector
+    x: LearnedVector
     y: Label | None = Field(None, description="null for an unlabelled vector.")
-    hint: float | None = None
+    hint: Annotated[float | None, Bounded] = None
     ts: float | None = Field(None, description="Event time, seconds since the epoch.")
 
 
@@ -247,7 +268,9 @@ class BlockRequest(_Strict):
     )
 
     id: EventId | None = Field(None, description="Idempotency key of the registration.")
-    vectors: list[Vector] = Field(min_length=1, description="The block's design vectors (T x d).")
+    vectors: list[LearnedVector] = Field(
+        min_length=1, description="The block's design vectors (T x d)."
+    )
 
 
 class BlockAccepted(BaseModel):

@@ -18,7 +18,10 @@ from typing import Any, TypeGuard
 
 import orjson
 
+from service.limits import MAX_ABS_VALUE
+
 MAX_ID_LEN = 256
+_BOUND = f'within ±{MAX_ABS_VALUE:g} (docs/events.md, "Values")'
 
 
 class InvalidEvent(ValueError):
@@ -61,6 +64,27 @@ def _all_finite(v: list[float]) -> bool:
     return math.isfinite(sum(v)) or all(map(math.isfinite, v))
 
 
+def _bounded(v: list[float]) -> bool:
+    """Every (finite) value within ``MAX_ABS_VALUE``: a finite sum does not bound its
+    terms (1e300 - 1e300), the extremes do (two C-level passes)."""
+    return max(v) <= MAX_ABS_VALUE and min(v) >= -MAX_ABS_VALUE
+
+
+def _bounded_label(y: Any) -> bool:
+    return y is None or type(y) is bool or -MAX_ABS_VALUE <= y <= MAX_ABS_VALUE
+
+
+def _utf8(text: str) -> bool:
+    """``text`` encodes as UTF-8. ``json`` (the fallback reader) turns an escaped lone
+    surrogate (``"\\ud800"``) into a str that cannot be hashed, stored in Redis or
+    produced: as an event id it raised from ``id_hash`` after the model had learned."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _loads(value: bytes) -> Any:
     """orjson (~9x faster than ``json``); what it refuses goes through ``json``, which reads
     NaN/Infinity and huge numbers too, so those get the precise "finite" reason."""
@@ -76,6 +100,8 @@ def _optional_number(obj: dict[str, Any], name: str, model: str) -> float | None
         return None
     if not _is_number(v) or not math.isfinite(v):
         raise InvalidEvent(f"'{name}' must be a finite number or null, got {v!r}", model)
+    if name == "hint" and not _bounded_label(v):
+        raise InvalidEvent(f"'hint' must be {_BOUND}", model)
     return float(v)
 
 
@@ -115,6 +141,8 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
     event_id = obj.get("id")
     if not isinstance(event_id, str) or not event_id or len(event_id) > MAX_ID_LEN:
         raise InvalidEvent(f"'id' must be a non-empty string of at most {MAX_ID_LEN} chars", model)
+    if not event_id.isascii() and not _utf8(event_id):  # isascii: O(1), the fast path
+        raise InvalidEvent("'id' must be valid Unicode text (no lone surrogate)", model)
     kind = obj.get("type")
     if kind == "rollback":
         version = obj.get("version")
@@ -141,9 +169,13 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
         raise InvalidEvent("'x' must be a non-empty list of numbers", model)
     if not _all_finite(x):
         raise InvalidEvent("'x' must contain only finite numbers (no NaN or inf)", model)
+    if not _bounded(x):
+        raise InvalidEvent(f"'x' values must be {_BOUND}", model)
     y = obj.get("y")
     if y is not None and type(y) not in _LABEL_TYPES:
         raise InvalidEvent(f"'y' must be a number, a boolean or null, got {y!r}", model)
+    if not _bounded_label(y):
+        raise InvalidEvent(f"'y' must be {_BOUND}", model)
     # the hot path: plain lookups first, the checking call only for fields that are there
     ts = obj.get("ts")
     hint = obj.get("hint")
@@ -162,6 +194,8 @@ def _vectors(v: Any, model: str) -> list[list[float]]:
         raise InvalidEvent("'vectors' must be a non-empty list of non-empty number lists", model)
     if not all(map(_all_finite, v)):
         raise InvalidEvent("'vectors' must contain only finite numbers", model)
+    if not all(map(_bounded, v)):
+        raise InvalidEvent(f"'vectors' values must be {_BOUND}", model)
     return v  # type: ignore[no-any-return]
 
 
@@ -173,7 +207,9 @@ def raw_event_id(value: bytes | None) -> str:
     except (ValueError, RecursionError, OverflowError):  # JSON and Unicode errors too
         return ""
     event_id = obj.get("id") if isinstance(obj, dict) else None
-    return event_id if isinstance(event_id, str) else ""
+    if not isinstance(event_id, str) or not (event_id.isascii() or _utf8(event_id)):
+        return ""  # a stamp's event id is stored in Redis: it must encode
+    return event_id
 
 
 def encode_event(event: Event) -> tuple[bytes, bytes]:

@@ -43,6 +43,12 @@ def test_decode_valid_event_and_roundtrip() -> None:
         (b"m", _raw(x=[True, 1.0]), "'x'"),
         (b"m", b'{"model":"m","id":"e","x":[Infinity,1],"y":1}', "finite"),
         (b"m", _raw(y=[1]), "'y'"),
+        # finite JSON whose squares overflow float64 (the crash loop of issue 13)
+        (b"m", _raw(x=[1e308, 1e308], y=1e308), "within ±1e+150"),
+        (b"m", _raw(y=-1e151), "'y' must be within ±1e+150"),
+        (b"m", _raw(y=10**400), "'y' must be within ±1e+150"),
+        (b"m", _raw(hint=1e200), "'hint' must be within ±1e+150"),
+        (b"m", _raw(type="register", vectors=[[1, -1e300]]), "'vectors' values must be within"),
         (b"m", _raw(hint="a"), "'hint'"),
         (b"m", _raw(type="reset"), "unknown event type"),
         (b"m", _raw(type="register", vectors=[[1, None]]), "'vectors'"),
