@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from learners.base import REGISTRY, BatchInterrupted, Learner, Prediction, StepReport
+from learners.base import REGISTRY, BatchInterrupted, Learner, Prediction, StateSize, StepReport
 from learners.codec import decode_state, encode_state
 
 _INFRA = {"base", "codec", "checks", "functional"}
@@ -28,21 +28,26 @@ def _import_all() -> None:
 _import_all()
 
 
-def build(kind: str, dim: int, **params: object) -> Learner:
-    """Build a learner from its spec; ``ValueError`` on an unknown kind or a bad parameter."""
+def _learner_class(kind: str) -> type[Learner]:
     try:
-        cls = REGISTRY[kind]
+        return REGISTRY[kind]
     except KeyError:
         raise ValueError(
             f"unknown learner kind {kind!r}; known kinds: {', '.join(sorted(REGISTRY))}"
         ) from None
-    unknown = sorted(set(params) - set(cls.param_names()))
-    if unknown:
-        raise ValueError(
-            f"{kind}: unknown parameter(s) {', '.join(map(repr, unknown))};"
-            f" valid: {', '.join(cls.param_names()) or 'none'}"
-        )
+
+
+def build(kind: str, dim: int, **params: object) -> Learner:
+    """Build a learner from its spec; ``ValueError`` on an unknown kind or a bad parameter."""
+    cls = _learner_class(kind)
+    cls._check_param_names(params)
     return cls(dim, **params)
+
+
+def state_size(kind: str, dim: int, params: dict[str, object] | None = None) -> StateSize:
+    """``Learner.state_size`` of the learner ``build(kind, dim, **params)`` would make,
+    without making it; a bad spec raises ``build``'s ``ValueError``."""
+    return _learner_class(kind).state_size(dim, params)
 
 
 def load_state(state: dict) -> Learner:  # type: ignore[type-arg]
@@ -55,9 +60,11 @@ __all__ = [
     "BatchInterrupted",
     "Learner",
     "Prediction",
+    "StateSize",
     "StepReport",
     "build",
     "decode_state",
     "encode_state",
     "load_state",
+    "state_size",
 ]

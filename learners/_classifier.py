@@ -25,10 +25,20 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from learners.base import Learner, Prediction, StepReport, numbers_real
+from learners.base import Learner, Prediction, StateSize, StepReport, numbers_real
 
 #: Largest ``dim`` for learners that keep a dense d x d matrix (arow.md §16).
 FULL_MAX_DIM = 4096
+
+
+def mean_and_covariance_size(dim: int, full: bool, k: int = 1) -> StateSize:
+    """The bytes of k mean vectors (d each) with a full (d x d) or diagonal (d) covariance
+    each: AROW (k classes), CW, the second-order perceptron, AROW regression."""
+    per = "" if k == 1 else "k*"
+    terms = [(8, f"{per}d^2", k * dim * dim), (8, f"{per}d", k * dim)] if full else []
+    return StateSize.of(
+        *(terms or [(16, f"{per}d", k * dim)]), where="" if k == 1 else f"k = {k} classes"
+    )
 
 
 def to_pm1(y: Any) -> float:

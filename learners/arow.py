@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from learners._classifier import BinaryClassifier, sign_label
+from learners._classifier import BinaryClassifier, mean_and_covariance_size, sign_label
 from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options, Predicate
-from learners.base import Learner, Prediction, StepReport, numbers_real, readonly
+from learners.base import Learner, Prediction, StateSize, StepReport, numbers_real, readonly
 
 #: Accepted values of ``diagonal``: False (full), True (= "cov", the better one, §5), or a mode.
 DIAGONAL_OPTIONS = (False, True, "cov", "prec")
@@ -199,6 +199,12 @@ class AROW(BinaryClassifier):
             k = len(classes)
             self.mu_ = np.zeros((k, self.dim))
             self.Sigma_ = np.repeat(cov[np.newaxis], k, axis=0)
+
+    @classmethod
+    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
+        full = covariance_mode(p["diagonal"]) == "full"
+        cls._check_full_dim(cls.kind, d, full)  # __init__'s refusal, before any figure
+        return mean_and_covariance_size(d, full, 1 if p["classes"] is None else len(p["classes"]))
 
     @property
     def weights(self) -> np.ndarray:
@@ -408,6 +414,12 @@ class AROWRegressor(Learner):
         self.mu_ = np.zeros(self.dim)
         self.Sigma_ = initial_covariance(self.dim, self._mode)
         self.t_ = 0
+
+    @classmethod
+    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
+        full = covariance_mode(p["diagonal"]) == "full"
+        BinaryClassifier._check_full_dim(cls.kind, d, full)  # __init__'s refusal
+        return mean_and_covariance_size(d, full)
 
     @property
     def weights(self) -> np.ndarray:

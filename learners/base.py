@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -127,6 +127,25 @@ def make_report(
     return report
 
 
+@dataclass(frozen=True)
+class StateSize:
+    """An upper bound of the bytes of a learner's learned arrays (the numpy arrays of
+    ``state()``) and the formula it comes from, e.g. ``"16*d^2 + 16*d + 16 bytes"``.
+    Scalars and strings in the state (counters, a generator's seed) are not counted."""
+
+    bytes: int
+    formula: str
+
+    @classmethod
+    def of(cls, *terms: tuple[int, str, int], where: str = "") -> StateSize:
+        """The sum of ``coef * value`` over ``(coef, symbol, value)`` terms, written
+        ``"coef*symbol + ... bytes"``; ``where`` gives the symbols other than d their
+        values, e.g. ``"G = 21 discounts"``."""
+        total = sum(coef * value for coef, _, value in terms)
+        text = " + ".join(f"{coef}*{sym}" if sym else str(coef) for coef, sym, _ in terms)
+        return cls(int(total), f"{text or 0} bytes" + (f" ({where})" if where else ""))
+
+
 class Learner:
     """Base class of every online learner; see the module docstring."""
 
@@ -157,22 +176,66 @@ class Learner:
 
         Subclasses call ``self._init_params(dim, locals-without-self)`` first in ``__init__``.
         """
-        if isinstance(dim, bool) or not isinstance(dim, int | np.integer):
-            raise ValueError(f"{self.kind}: parameter 'dim' must be an integer, got {dim!r}")
-        if not 1 <= int(dim) <= self.max_dim:
-            raise ValueError(
-                f"{self.kind}: parameter 'dim' must be an integer in [1, {self.max_dim}],"
-                f" got {dim!r}"
-            )
+        self._check_dim(dim)
         validate(self.kind, params, self._constraints)
         self.dim = int(dim)
         for name, value in params.items():
             setattr(self, name, value)
 
     @classmethod
+    def _check_dim(cls, dim: Any) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int | np.integer):
+            raise ValueError(f"{cls.kind}: parameter 'dim' must be an integer, got {dim!r}")
+        if not 1 <= int(dim) <= cls.max_dim:
+            raise ValueError(
+                f"{cls.kind}: parameter 'dim' must be an integer in [1, {cls.max_dim}], got {dim!r}"
+            )
+
+    @classmethod
     def param_names(cls) -> list[str]:
+        return list(cls._param_defaults())
+
+    @classmethod
+    def _param_defaults(cls) -> dict[str, Any]:
         sig = inspect.signature(cls.__init__)
-        return [p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY]
+        return {p.name: p.default for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY}
+
+    @classmethod
+    def _check_param_names(cls, params: Mapping[str, Any]) -> None:
+        unknown = sorted(set(params) - set(cls.param_names()))
+        if unknown:
+            raise ValueError(
+                f"{cls.kind}: unknown parameter(s) {', '.join(map(repr, unknown))};"
+                f" valid: {', '.join(cls.param_names()) or 'none'}"
+            )
+
+    # ---- memory, declared before anything is allocated -----------------------------------
+    @classmethod
+    def state_size(cls, dim: int, params: Mapping[str, Any] | None = None) -> StateSize:
+        """An upper bound of the bytes of the arrays ``cls(dim, **params).state()`` holds,
+        at any time, computed without building the learner (so a server can refuse a model
+        over its memory budget before allocating it). A spec ``__init__`` would refuse for
+        its dim or a hyperparameter raises the same ``ValueError`` here."""
+        return cls._state_size(*cls._checked_spec(dim, params))
+
+    @classmethod
+    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
+        """The declaration for a checked spec (``p`` has every hyperparameter). The default
+        is one weight vector ``w_``; a learner with other learned arrays overrides it."""
+        return StateSize.of((8, "d", d))
+
+    @classmethod
+    def _checked_spec(
+        cls, dim: Any, params: Mapping[str, Any] | None
+    ) -> tuple[int, dict[str, Any]]:
+        """``dim`` and every hyperparameter (defaults filled in), checked in the order and
+        with the messages of ``learners.build`` and ``_init_params``."""
+        given = dict(params or {})
+        cls._check_param_names(given)
+        cls._check_dim(dim)
+        full = {name: given.get(name, default) for name, default in cls._param_defaults().items()}
+        validate(cls.kind, full, cls._constraints)
+        return int(dim), full
 
     def get_params(self) -> dict[str, Any]:
         """The hyperparameters, as passed to ``__init__`` (JSON-compatible values)."""

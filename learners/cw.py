@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from learners._classifier import BinaryClassifier
+from learners._classifier import BinaryClassifier, mean_and_covariance_size
 from learners._constraints import Boolean, Constraint, Interval
-from learners.base import readonly
+from learners.base import StateSize, readonly
 
 
 def cw_variance_step(M: float, V: float, phi: float) -> float:
@@ -98,6 +98,11 @@ class CWClassifier(BinaryClassifier):
         self._phi = NormalDist().inv_cdf(float(eta))
         self.mu_ = np.zeros(self.dim)
         self.Sigma_ = np.ones(self.dim) if diagonal else np.eye(self.dim)
+
+    @classmethod
+    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
+        cls._check_full_dim(cls.kind, d, not p["diagonal"])  # __init__'s refusal
+        return mean_and_covariance_size(d, not p["diagonal"])
 
     @property
     def weights(self) -> np.ndarray:

@@ -21,7 +21,15 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options
-from learners.base import Learner, Prediction, StepReport, make_report, positive, readonly
+from learners.base import (
+    Learner,
+    Prediction,
+    StateSize,
+    StepReport,
+    make_report,
+    positive,
+    readonly,
+)
 
 #: production regulariser floor relative to lambda (spec §3.7 item 3)
 DEFAULT_FLOOR_RATIO = 1e-6
@@ -68,6 +76,12 @@ def fresh_stack(n: int, dim: int, lam: float) -> Stack:
         ridge=np.full(n, float(lam)),
         logdet=np.full(n, dim * math.log(lam)),
     )
+
+
+def one_stack_size(dim: int) -> StateSize:
+    """The bytes of a one-expert ``Stack``: P and Sigma (d x d), v and theta (d), ridge
+    and logdet (1 each)."""
+    return StateSize.of((16, "d^2", dim * dim), (16, "d", dim), (16, "", 1))
 
 
 def begin(P: np.ndarray, v: np.ndarray, x: np.ndarray, gamma: np.ndarray) -> Begin:
@@ -408,6 +422,10 @@ class DiscountedVAW(Learner):
         self.M_ = 0.0
         self.y_prev_ = 0.0
         self.refreshes_ = 0
+
+    @classmethod
+    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
+        return one_stack_size(d)
 
     @property
     def weights(self) -> np.ndarray:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from learners._constraints import Constraint, Interval, Options
-from learners.base import Learner, Prediction, StepReport, positive
+from learners.base import Learner, Prediction, StateSize, StepReport, positive
 from learners.dvaw import (
     DEFAULT_REFRESH,
     STABILISER_CONSTRAINTS,
@@ -54,6 +54,20 @@ def expert_grid(dim: int, horizon: int, base: float = 2.0) -> list[float]:
         eta = eta * step
     out.append(eta_max)
     return [float(e) for e in out]
+
+
+#: a grid longer than this is counted, not built (it is far over any memory budget)
+_GRID_BUILD_LIMIT = 10_000
+
+
+def grid_size(dim: int, horizon: int, base: float = 2.0) -> int:
+    """``len(expert_grid(dim, horizon, base))``, without building a grid with a base so
+    close to 1 that it would take minutes: above ``_GRID_BUILD_LIMIT`` the count
+    ceil(log_b(horizon / 2)) + 2, one more than the grid (round-off), is returned."""
+    if horizon <= 2:
+        return 1
+    count = math.ceil(math.log(horizon / 2) / math.log(base)) + 2
+    return count if count > _GRID_BUILD_LIMIT else len(expert_grid(dim, horizon, base))
 
 
 def log_normalise(logp: np.ndarray) -> np.ndarray:
@@ -223,6 +237,18 @@ class DVAWEnsemble(Learner):
         self.refreshes_ = 0
         self.floor_lifts_ = 0
         self.t_ = 0
+
+    @classmethod
+    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
+        # the stack of G matrix experts, plus logp_ and expert_loss_ over the G + 1 experts
+        G = grid_size(d, int(p["horizon"]), float(p["base"]))
+        return StateSize.of(
+            (16, "G*d^2", G * d * d),
+            (16, "G*d", G * d),
+            (32, "G", G),
+            (16, "", 1),
+            where=f"G = {G} discounts",
+        )
 
     @property
     def gammas(self) -> np.ndarray:

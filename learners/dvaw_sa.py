@@ -25,7 +25,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from learners._constraints import Boolean, Constraint, Interval, Options
-from learners.base import Learner, Prediction, StepReport, positive
+from learners.base import Learner, Prediction, StateSize, StepReport, positive
 from learners.dvaw import (
     DEFAULT_REFRESH,
     STABILISER_CONSTRAINTS,
@@ -41,7 +41,7 @@ from learners.dvaw import (
     stabilise,
     stack_attrs,
 )
-from learners.dvaw_ensemble import DEFAULT_HORIZON, expert_grid, share_rate
+from learners.dvaw_ensemble import DEFAULT_HORIZON, expert_grid, grid_size, share_rate
 
 NEG_INF = -math.inf
 
@@ -222,6 +222,21 @@ class DVAWStronglyAdaptive(Learner):
         self.refreshes_ = 0
         self.t_ = 0
         self._start_intervals(1)
+
+    @classmethod
+    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
+        # R = (L + augment) * G stacked experts with a log weight each, start_ per level
+        G = grid_size(d, int(p["horizon"]), float(p["base"]))
+        L = int(p["horizon"]).bit_length()
+        R = (L + int(p["augment"])) * G
+        rows = "(L + 1)*G" if p["augment"] else "L*G"
+        return StateSize.of(
+            (16, "R*d^2", R * d * d),
+            (16, "R*d", R * d),
+            (24, "R", R),
+            (8, "L", L),
+            where=f"R = {rows} = {R} expert rows, L = {L} levels, G = {G} discounts",
+        )
 
     # ---- lazy bookkeeping (§5.3) ---------------------------------------------------------
     def _level_rows(self, k: int) -> slice:

@@ -13,8 +13,24 @@ from typing import Any, ClassVar
 import numpy as np
 
 from learners._constraints import Constraint, Interval
-from learners.base import Learner, Prediction, StepReport, make_report, positive, readonly
-from learners.dvaw import begin, commit, fresh_stack, set_stack_attrs, spare_for, stack_attrs
+from learners.base import (
+    Learner,
+    Prediction,
+    StateSize,
+    StepReport,
+    make_report,
+    positive,
+    readonly,
+)
+from learners.dvaw import (
+    begin,
+    commit,
+    fresh_stack,
+    one_stack_size,
+    set_stack_attrs,
+    spare_for,
+    stack_attrs,
+)
 
 
 class RLS(Learner):
@@ -82,6 +98,10 @@ class RLS(Learner):
         self._log_gamma = np.log(self._gamma)
         set_stack_attrs(self, fresh_stack(1, self.dim, float(delta)))
         self.t_ = 0
+
+    @classmethod
+    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
+        return one_stack_size(d)
 
     @property
     def weights(self) -> np.ndarray:

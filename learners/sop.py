@@ -15,8 +15,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from learners._classifier import BinaryClassifier
+from learners._classifier import BinaryClassifier, mean_and_covariance_size
 from learners._constraints import Boolean, Constraint, Interval
+from learners.base import StateSize
 
 
 class SecondOrderPerceptron(BinaryClassifier):
@@ -79,6 +80,12 @@ class SecondOrderPerceptron(BinaryClassifier):
             self.S_ = np.full(self.dim, float(a))
         else:
             self.S_inv_ = np.eye(self.dim) / float(a)
+
+    @classmethod
+    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
+        # v_ plus S_inv_ (d x d) or the diagonal S_ (d): the shape of mean and covariance
+        cls._check_full_dim(cls.kind, d, not p["diagonal"])  # __init__'s refusal
+        return mean_and_covariance_size(d, not p["diagonal"])
 
     @property
     def weights(self) -> np.ndarray:

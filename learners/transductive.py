@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
 from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options
-from learners.base import Learner, Prediction, StepReport
+from learners.base import Learner, Prediction, StateSize, StepReport
 from learners.transductive_block import BlockMixin
 from learners.transductive_core import whitening
 from learners.transductive_sparse import column_scales, gibbs_predict
@@ -201,6 +202,29 @@ class TransductiveRegressor(BlockMixin, Learner):
             self.fb_P_ = np.eye(d) / fallback_lam
             self.fb_q_ = np.zeros(d)
         self._index: dict[bytes, list[int]] = {}
+
+    # ---- memory -----------------------------------------------------------------------
+    @classmethod
+    def state_size(
+        cls, dim: int, params: Mapping[str, Any] | None = None, *, block: int | None = None
+    ) -> StateSize:
+        """``Learner.state_size`` with a registered block of ``block`` vectors; None (the
+        figure at creation) is the largest block ``register`` accepts."""
+        return cls._state_size(*cls._checked_spec(dim, params), block)
+
+    @classmethod
+    def _state_size(cls, d: int, p: dict[str, Any], block: int | None = None) -> StateSize:
+        T = cls.largest_block(d) if block is None else int(block)
+        fb = int(p["fallback"] is not None)  # the fallback VAW: fb_P_ (d x d), fb_q_ (d)
+        terms = [(8, "T*d", T * d), (8, "T", T)]  # block_ and remaining_
+        if p["mode"] == "sparse":  # W_ = I and Gt_ (d x d), bt_, tau_j_, omega_ (d)
+            terms += [(16 + 8 * fb, "d^2", d * d), (24 + 8 * fb, "d", d)]
+            return StateSize.of(*terms, where=f"T = {T} block vectors")
+        r = min(T, d)  # rank of the block: W_ (r x d), M_ and Gt_ (r x r), bt_ (r)
+        terms += [(8, "r*d", r * d), (16, "r^2", r * r), (8, "r", r)]
+        if fb:
+            terms += [(8, "d^2", d * d), (8, "d", d)]
+        return StateSize.of(*terms, where=f"T = {T} block vectors, r = min(T, d)")
 
     # ---- block registration (spec §14) -----------------------------------------------
     def register(self, vectors: Any) -> dict[str, Any]:

@@ -32,6 +32,11 @@ class BlockMixin:
     remaining_: np.ndarray
     _index: dict[bytes, list[int]]
 
+    @classmethod
+    def largest_block(cls, dim: int) -> int:
+        """The most vectors ``register`` accepts at ``dim`` (``max_block``, ``max_block_cells``)."""
+        return min(cls.max_block, cls.max_block_cells // dim)
+
     def _check_block(self, vectors: Any) -> np.ndarray:
         """The block as a sorted float64 array; ``ValueError`` on a bad block."""
         try:

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
 from learners._classifier import BinaryClassifier
 from learners._constraints import Constraint, Interval, NoneOr
+from learners.base import StateSize
 from learners.transductive_block import BlockMixin, row_key
 from learners.transductive_core import whitening
 from learners.transductive_mala import mala
@@ -115,6 +117,28 @@ class TransductiveLogistic(BlockMixin, BinaryClassifier):
         self._index: dict[bytes, list[int]] = {}
         self._Z = np.zeros((0, 0))
         self._last: tuple[bytes, tuple[Any, ...]] | None = None
+
+    # ---- memory -----------------------------------------------------------------------
+    @classmethod
+    def state_size(
+        cls, dim: int, params: Mapping[str, Any] | None = None, *, block: int | None = None
+    ) -> StateSize:
+        """``Learner.state_size`` with a registered block of ``block`` vectors; None (the
+        figure at creation) is the largest block ``register`` accepts."""
+        return cls._state_size(*cls._checked_spec(dim, params), block)
+
+    @classmethod
+    def _state_size(cls, d: int, p: dict[str, Any], block: int | None = None) -> StateSize:
+        # block_ (T x d), remaining_ and labels_ (T), W_ (r x d), phi_ (r), r = rank <= d
+        T = cls.largest_block(d) if block is None else int(block)
+        r = min(T, d)
+        return StateSize.of(
+            (8, "T*d", T * d),
+            (16, "T", T),
+            (8, "r*d", r * d),
+            (8, "r", r),
+            where=f"T = {T} block vectors, r = min(T, d)",
+        )
 
     # ---- block registration (spec §14) -----------------------------------------------
     def register(self, vectors: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options
-from learners.base import BatchInterrupted, Learner, Prediction, StepReport
+from learners.base import BatchInterrupted, Learner, Prediction, StateSize, StepReport
 from learners.quantification import estimators as est
 from learners.quantification import nested
 
@@ -85,6 +85,21 @@ class _Quantifier(Learner):
     unl_scores_: np.ndarray
     unl_count_: int
     unl_pos_: int
+
+    #: weight vectors over the d (+ intercept) features: w_ and w_sum_ (scan adds w_out_)
+    _weight_vectors: ClassVar[int] = 2
+
+    @classmethod
+    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
+        # the weight vectors, three rings of `window` scores and labels (cal_scores_,
+        # cal_labels_, unl_scores_) and seven 2-vectors (sum_r_ ... dual_gamma_)
+        n, window = cls._weight_vectors, int(p["window"])
+        return StateSize.of(
+            (8 * n, "d", d),
+            (24, "window", window),
+            (8 * n * int(p["fit_intercept"]) + 112, "", 1),
+            where=f"window = {window}",
+        )
 
     # ---- construction helpers ------------------------------------------------------------
     def _init_common_state(self) -> None:

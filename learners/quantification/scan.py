@@ -144,6 +144,8 @@ class SCAN(_Quantifier):
         "level_min": Interval(1, 10**9, integer=True),
     }
 
+    _weight_vectors: ClassVar[int] = 3  # w_, w_sum_ and the hand-over w_out_
+
     measure: str
     s0: int
     growth: float

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from learners.base import StateSize
 from service.metrics.regret import RegretTracker
 
 WINDOW = 100  # events in the sliding tracking-error window
@@ -38,6 +39,15 @@ class RunningStats:
         self.ring = np.zeros(window)  # last squared errors, for the windowed RMSE
         self.regret = RegretTracker(dim) if task == "regression" else None
         self.last: dict[str, float] = {}  # the last step's learner diagnostics
+
+    @staticmethod
+    def state_size(task: str, dim: int, window: int = WINDOW) -> StateSize:
+        """The bytes of the arrays ``state()`` checkpoints, before any exists: the ring of
+        ``window`` squared errors and, for regression, the regret sums A (d x d) and b (d).
+        The last step's diagnostics (a few numbers) are not counted."""
+        if task != "regression":
+            return StateSize.of((8 * window, "", 1))
+        return StateSize.of((8, "d^2", dim * dim), (8, "d", dim), (8 * window, "", 1))
 
     # ---- updating --------------------------------------------------------------------------
     def update(

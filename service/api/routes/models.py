@@ -10,6 +10,8 @@ from service.api.routes._common import errors
 from service.api.schemas import ModelList, ModelOut, ModelSpec, ModelStatus
 from service.api.security import ReadKey, WriteKey
 from service.api.serving import build_learner
+from service.config import Settings
+from service.metrics.running import RunningStats
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -30,9 +32,11 @@ def _out(spec: ModelSpec, status_: dict[str, int] | None = None) -> ModelOut:
     responses=errors(401, 409, 413, 422, 503),
 )
 async def create_model(spec: ModelSpec, settings: SettingsDep, store: StoreDep) -> ModelOut:
-    """Create a model; the spec is checked by building its learner (422 with its message)."""
+    """Create a model; the spec is checked by building its learner (422 with its message),
+    after its declared state is checked against ``max_state_bytes`` (422 naming both)."""
     if spec.dim > settings.max_dim:
         raise ValueError(f"dim {spec.dim} exceeds this server's limit of {settings.max_dim}")
+    check_state_budget(spec, settings)  # before building: the learner may not fit at all
     try:
         build_learner(spec)
     except TypeError as exc:  # e.g. a list where a number belongs: still the caller's input
@@ -40,6 +44,34 @@ async def create_model(spec: ModelSpec, settings: SettingsDep, store: StoreDep) 
     if not await store.create_spec(spec.model_dump(mode="json")):
         raise HTTPException(status.HTTP_409_CONFLICT, detail=f"model {spec.id!r} already exists")
     return _out(spec)
+
+
+def check_state_budget(spec: ModelSpec, settings: Settings) -> None:
+    """``ValueError`` (422) naming the formula and the figure when the model's declared
+    state, the learner's plus the running statistics', exceeds ``max_state_bytes``; a bad
+    spec raises the error building it would."""
+    try:
+        learner = learners.state_size(spec.kind, spec.dim, spec.params)
+    except TypeError as exc:
+        raise ValueError(f"{spec.kind}: {exc}") from None
+    stats = RunningStats.state_size(learners.REGISTRY[spec.kind].task, spec.dim)
+    total = learner.bytes + stats.bytes
+    if total > settings.max_state_bytes:
+        raise ValueError(
+            f"{spec.kind} with dim {spec.dim} needs {_size(total)} of state ({learner.formula}"
+            f" for the learner + {stats.formula} of running statistics); this server's"
+            f" budget is {_size(settings.max_state_bytes)} (ONLINEPREDICT_MAX_STATE_BYTES)"
+        )
+
+
+def _size(n: int) -> str:
+    """A byte count in binary units, e.g. 268435456 -> "256.0 MiB"."""
+    value, unit = float(n), "bytes"
+    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{n} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
 
 
 @router.get("", response_model=ModelList, dependencies=[ReadKey], responses=errors(401, 503))
