@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     consumer_session_timeout_ms: int = Field(default=10_000, ge=1000)
     seen_ids_keep: int = Field(default=10_000, ge=0)  # recent event ids per model kept for dedupe
     redis_retry_max_s: float = Field(default=5.0, gt=0)  # backoff cap while Redis is down
+    # after SIGTERM a worker is gone within this many seconds, whatever state it is in
+    # (docs/reliability.md, "Stopping"); under Kubernetes' default 30 s grace, with room
+    worker_stop_timeout_s: float = Field(default=20.0, ge=1.0, le=600.0)
     topic_replication: int = Field(default=1, ge=1)  # replication factor when creating topics
 
     # --- API -------------------------------------------------------------------------------
@@ -60,6 +63,9 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     max_dim: int = Field(default=100_000, ge=1)
     max_batch: int = Field(default=10_000, ge=1)
+    # learned state a new model may declare (learner + running statistics, checked at
+    # creation): 256 MiB keeps a checkpoint well under Redis's 512 MB limit for one value
+    max_state_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
 
     # --- observability (`onlinepredict up --observe`) ----------------------------------------
     prometheus_port: int = Field(default=9090, ge=1, le=65535)  # the local Prometheus

@@ -39,6 +39,7 @@ class Checkpoint:
         self.pending = 0  # records handled since the last checkpoint
         self.last = ctx.clock()
         self.inflight: asyncio.Future[None] | None = None  # the Kafka offset commit
+        self.state_writes = 0  # checkpoints whose Redis write succeeded
 
     def note(self, tp: TopicPartition, offset: int) -> None:
         self.offsets[tp] = offset + 1
@@ -92,6 +93,7 @@ class Checkpoint:
                 conflicted.add(w.stamp.partition)
                 # 3. another writer won: its state is the truth
                 await resync_model(ctx, rt.model)
+        self.state_writes += 1
         ctx.faults.hit("after_state_write")
         # 4. Kafka offsets
         await self._commit_offsets(conflicted)

@@ -64,3 +64,5 @@ class WorkerContext:
     last_poll: float = 0.0  # clock() at the last poll: /healthz freshness
     generation: int = 0  # bumped on every assignment or seek: fetched batches go stale
     metrics: WorkerMetrics = field(default_factory=WorkerMetrics)  # timings for /metrics
+    final_checkpoint: bool = False  # set when the shutdown's checkpoint was written
+    stopped_at: float | None = None  # clock() when the stop was requested

@@ -5,6 +5,8 @@ with that probability each time the point is passed; ``ONLINEPREDICT_FAULT_SEED`
 the draw. Points: ``after_learn`` (state changed in memory, not yet checkpointed),
 ``before_checkpoint``, ``after_state_write`` (Redis written, Kafka offsets not committed),
 ``after_commit``. Unset (the default) costs one dict lookup per point.
+``ONLINEPREDICT_FAULT_ACTION=stall:SECONDS`` blocks the process for that long instead of
+killing it (a batch that holds the event loop: the stop-bound tests use it).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import os
 import random
 import signal
+import time
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +23,8 @@ POINTS = ("after_learn", "before_checkpoint", "after_state_write", "after_commit
 
 
 class Faults:
-    def __init__(self, spec: str = "", seed: int | None = None) -> None:
+    def __init__(self, spec: str = "", seed: int | None = None, action: str = "kill") -> None:
+        self.stall_s = float(action.partition(":")[2]) if action.startswith("stall:") else 0.0
         self.rates: dict[str, float] = {}
         for part in filter(None, (p.strip() for p in spec.split(","))):
             name, _, rate = part.partition("=")
@@ -32,11 +36,19 @@ class Faults:
     @classmethod
     def from_env(cls) -> Faults:
         seed = os.environ.get("ONLINEPREDICT_FAULT_SEED")
-        return cls(os.environ.get("ONLINEPREDICT_FAULTS", ""), int(seed) if seed else None)
+        return cls(
+            os.environ.get("ONLINEPREDICT_FAULTS", ""),
+            int(seed) if seed else None,
+            os.environ.get("ONLINEPREDICT_FAULT_ACTION", "kill"),
+        )
 
     def hit(self, point: str, times: int = 1) -> None:
         """Pass ``point`` ``times`` times (e.g. once per event of a learned batch)."""
         rate = self.rates.get(point)
         if rate and any(self.rng.random() < rate for _ in range(times)):
+            if self.stall_s:
+                logger.warning("fault injection: stall of %.0f s at %s", self.stall_s, point)
+                time.sleep(self.stall_s)
+                return
             logger.warning("fault injection: SIGKILL at %s", point)
             os.kill(os.getpid(), signal.SIGKILL)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from time import perf_counter
+from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord, TopicPartition
@@ -40,10 +42,14 @@ HEARTBEAT_MS = 1_000
 # holds it for this long before the busy partition can be fetched again. At the default
 # (500 ms) a worker with one busy partition of four sat idle 60% of the time.
 FETCH_MAX_WAIT_MS = 20
-# aiokafka's consumer.stop() first waits for its group coordination task, which never ends
-# while the broker keeps failing the group's sync (seen with tansu after a broker outage: a
-# worker rejoined every 8 s and ignored SIGTERM). The final checkpoint is written by then.
-CONSUMER_STOP_TIMEOUT_S = 10.0
+# The stop bound (``worker_stop_timeout_s``) is shared out: the final checkpoint may take
+# up to half of it; leaving the group (aiokafka's consumer.stop() first waits for its group
+# coordination task, which never ends while the broker keeps failing the group's sync) up
+# to half of what is left; the producer's flush the rest, less a reserve for the exit.
+CHECKPOINT_SHARE = 0.5
+LEAVE_SHARE = 0.5
+EXIT_RESERVE_S = 1.0
+MIN_STEP_S = 0.1
 
 
 async def process_batch(
@@ -188,16 +194,59 @@ def refetch(ctx: WorkerContext, batch: dict[TopicPartition, list[ConsumerRecord]
             ctx.consumer.seek(tp, ctx.next_offset[tp])
 
 
-async def _leave_group(ctx: WorkerContext) -> None:
-    """Stop the consumer, which leaves the group so the partitions move at once; give up
-    after ``CONSUMER_STOP_TIMEOUT_S`` (the group then drops us after its session timeout)."""
+class Deadline:
+    """The time left of the stop bound, shared out among the shutdown steps."""
+
+    def __init__(self, ctx: WorkerContext) -> None:
+        self.clock = ctx.clock
+        start = ctx.stopped_at if ctx.stopped_at is not None else ctx.clock()
+        self.end = start + ctx.settings.worker_stop_timeout_s - EXIT_RESERVE_S
+
+    def left(self, share: float = 1.0) -> float:
+        return max(share * (self.end - self.clock()), MIN_STEP_S)
+
+
+async def _final_checkpoint(ctx: WorkerContext, checkpoint: Checkpoint, deadline: Deadline) -> None:
+    """Write the final checkpoint, within its share of the stop bound. Not writing it is
+    safe (the events after the last one are replayed); the exit code says so."""
+    budget = deadline.left(CHECKPOINT_SHARE)
+
+    async def write() -> None:
+        async with ctx.lock:  # a rebalance callback may hold it
+            await checkpoint.commit()
+            await checkpoint.drain()
+
+    writes = checkpoint.state_writes
     try:
-        await asyncio.wait_for(ctx.consumer.stop(), CONSUMER_STOP_TIMEOUT_S)
+        await asyncio.wait_for(write(), budget)
+        ctx.final_checkpoint = True
     except TimeoutError:
-        logger.warning(
-            "consumer did not leave the group within %.0f s; exiting anyway",
-            CONSUMER_STOP_TIMEOUT_S,
+        if checkpoint.state_writes > writes:  # in Redis; only the Kafka offset hint is late
+            ctx.final_checkpoint = True
+            logger.warning("final checkpoint written; its Kafka offset commit did not finish")
+            return
+        logger.error(
+            "no final checkpoint: not written within %.1f s (Redis slow or down, or a"
+            " rebalance in progress); its events will be replayed",
+            budget,
         )
+    except RedisUnavailable as exc:
+        logger.error("no final checkpoint: %s; its events will be replayed", exc)
+
+
+async def _bounded(what: str, step: Awaitable[None], seconds: float) -> None:
+    """Await a shutdown step, giving up after ``seconds`` with a log line."""
+    try:
+        await asyncio.wait_for(step, seconds)
+    except TimeoutError:
+        logger.warning("%s did not finish within %.1f s; exiting anyway", what, seconds)
+    except asyncio.CancelledError:  # aiokafka's stop() re-raises its own tasks' cancellation
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # we are being cancelled ourselves
+        logger.warning("%s was cancelled inside the client; exiting anyway", what)
+    except Exception as exc:  # a broken connection while closing it: nothing left to do
+        logger.warning("%s failed (%s: %s); exiting anyway", what, type(exc).__name__, exc)
 
 
 async def build_context(settings: Settings, worker_id: str | None = None) -> WorkerContext:
@@ -234,16 +283,27 @@ async def build_context(settings: Settings, worker_id: str | None = None) -> Wor
     )
 
 
+class PhaseSink(Protocol):
+    phase: str  # what the worker is doing, for the stop watchdog's log line
+
+
 async def run_worker(
     settings: Settings,
     *,
     stop: asyncio.Event | None = None,
     worker_id: str | None = None,
+    phase: PhaseSink | None = None,
 ) -> WorkerContext:
-    """Consume until ``stop`` is set; returns the context (for its counters)."""
+    """Consume until ``stop`` is set, then stop within ``settings.worker_stop_timeout_s``;
+    returns the context (its counters, and whether the final checkpoint was written)."""
     ctx = await build_context(settings, worker_id)
     if stop is not None:
         ctx.stopping = stop
+
+    def doing(what: str) -> None:
+        if phase is not None:
+            phase.phase = what
+
     checkpoint = Checkpoint(ctx)
     ctx.last_poll = ctx.clock()
     health = None
@@ -251,6 +311,14 @@ async def run_worker(
         from service.worker.health import serve_health
 
         health = await serve_health(ctx, settings.worker_metrics_port, checkpoint=checkpoint)
+    deadline: Deadline | None = None
+
+    async def note_stop() -> None:  # the bound runs from the stop request
+        await ctx.stopping.wait()
+        ctx.stopped_at = ctx.clock()
+
+    stop_watch = asyncio.ensure_future(note_stop())
+    doing("connecting to the broker")
     await ctx.producer.start()
     await ctx.probe.start()
     try:
@@ -259,6 +327,7 @@ async def run_worker(
         logger.info("worker %s consuming %s", ctx.worker_id, settings.events_topic)
         try:
             while not ctx.stopping.is_set():
+                doing("polling (or rebalancing)")
                 ctx.last_poll = ctx.clock()
                 generation = ctx.generation
                 batch = await ctx.consumer.getmany(
@@ -268,22 +337,36 @@ async def run_worker(
                     if generation != ctx.generation:
                         refetch(ctx, batch)  # a rebalance or seek happened: stale records
                         continue
+                    doing("learning a batch")
                     if batch:
                         await process_batch(ctx, checkpoint, batch)
                     if checkpoint.expired():
+                        doing("checkpointing")
                         await checkpoint.commit()
-            async with ctx.lock:
-                await checkpoint.commit()  # final checkpoint on shutdown
-                await checkpoint.drain()
+            deadline = Deadline(ctx)
+            doing("writing the final checkpoint")
+            await _final_checkpoint(ctx, checkpoint, deadline)
         except RedisUnavailable as exc:
-            logger.error("shutting down without a final checkpoint: %s", exc)
+            logger.error("no final checkpoint: %s; its events will be replayed", exc)
         finally:
-            await _leave_group(ctx)
+            deadline = deadline or Deadline(ctx)
+            doing("leaving the consumer group")
+            await _bounded(
+                "leaving the consumer group", ctx.consumer.stop(), deadline.left(LEAVE_SHARE)
+            )
     finally:
+        deadline = deadline or Deadline(ctx)
+        doing("flushing the producer")
         if health is not None:
             health.close()
-        await ctx.probe.stop()
-        await ctx.producer.stop()
-        await ctx.redis.aclose()
-    logger.info("worker %s stopped: %s", ctx.worker_id, ctx.stats)
+        await _bounded("stopping the probe", ctx.probe.stop(), deadline.left(0.2))
+        await _bounded("flushing the producer", ctx.producer.stop(), deadline.left())
+        await _bounded("closing Redis", ctx.redis.aclose(), deadline.left())
+        stop_watch.cancel()
+    logger.info(
+        "worker %s stopped (%s final checkpoint): %s",
+        ctx.worker_id,
+        "with its" if ctx.final_checkpoint else "WITHOUT a",
+        ctx.stats,
+    )
     return ctx

@@ -1,24 +1,76 @@
-"""``onlinepredict worker``: run one worker until SIGTERM/SIGINT, then stop gracefully."""
+"""``onlinepredict worker``: run one worker until SIGTERM/SIGINT, then stop within a bound.
+
+The stop is bounded in every state (docs/reliability.md, "Stopping"): the shutdown steps
+share ``worker_stop_timeout_s`` (``run_worker``), and a watchdog thread, armed by the
+signal itself, ends the process at the bound if they have not finished: a learning batch
+holds the event loop, so only a thread can keep that promise.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import sys
+import threading
+from types import FrameType
 
 from service.config import Settings
 from service.worker.loop import run_worker
 
 logger = logging.getLogger(__name__)
 
+EXIT_NO_CHECKPOINT = 3  # stopped without its final checkpoint (the events are replayed)
+EXIT_WATCHDOG = 4  # still not stopped at the bound: ended by the watchdog
 
-async def _serve(settings: Settings, worker_id: str | None) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await run_worker(settings, stop=stop, worker_id=worker_id)
+
+class StopSignal:
+    """Sets the worker's stop event and arms the watchdog at the first SIGTERM/SIGINT."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, bound_s: float) -> None:
+        self.loop = loop
+        self.bound_s = bound_s
+        self.stop = asyncio.Event()
+        self.phase = "starting"  # what the worker was doing, for the watchdog's log line
+        self._armed: threading.Timer | None = None
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._armed is None:
+            self._armed = threading.Timer(self.bound_s, self._expire)
+            self._armed.daemon = True
+            self._armed.start()
+            logger.info("%s: stopping within %.0f s", signal.Signals(signum).name, self.bound_s)
+        self.loop.call_soon_threadsafe(self.stop.set)
+
+    def _expire(self) -> None:
+        logger.error(
+            "worker did not stop within ONLINEPREDICT_WORKER_STOP_TIMEOUT_S=%.0f s"
+            " (it was %s); exiting without a final checkpoint: its events are replayed",
+            self.bound_s,
+            self.phase,
+        )
+        logging.shutdown()
+        os._exit(EXIT_WATCHDOG)
+
+    def disarm(self) -> None:
+        if self._armed is not None:
+            self._armed.cancel()
+
+
+async def _serve(settings: Settings, worker_id: str | None) -> int:
+    stopper = StopSignal(asyncio.get_running_loop(), settings.worker_stop_timeout_s)
+    stopper.install()
+    ctx = await run_worker(settings, stop=stopper.stop, worker_id=worker_id, phase=stopper)
+    stopper.disarm()
+    return 0 if ctx.final_checkpoint else EXIT_NO_CHECKPOINT
 
 
 def main(settings: Settings, worker_id: str | None = None) -> None:
-    asyncio.run(_serve(settings, worker_id))
+    code = asyncio.run(_serve(settings, worker_id))
+    if code:
+        sys.exit(code)

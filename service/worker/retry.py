@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -17,7 +18,8 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, BusyLoadingError, OSError)
-STOPPING_GRACE_S = 10.0  # when shutting down, stop waiting for Redis after this long
+# when shutting down, stop waiting for Redis after this share of the stop bound
+STOPPING_SHARE = 0.5
 
 
 class RedisUnavailable(RuntimeError):
@@ -25,19 +27,26 @@ class RedisUnavailable(RuntimeError):
 
 
 async def with_redis(ctx: WorkerContext, op: Callable[[], Awaitable[T]], what: str) -> T:
-    """Run ``op`` until Redis answers. While the worker is stopping, give up after
-    ``STOPPING_GRACE_S`` (not checkpointing is safe: the events are replayed)."""
+    """Run ``op`` until Redis answers. While the worker is stopping, give up once Redis
+    has been down for half the stop bound (not checkpointing is safe: the events are
+    replayed); a stop request wakes the backoff at once."""
     delay = 0.05
     waited = 0.0
+    grace = STOPPING_SHARE * ctx.settings.worker_stop_timeout_s
     while True:
         try:
             return await op()
         except REDIS_DOWN as exc:
             ctx.stats.redis_retries += 1
-            if ctx.stopping.is_set() and waited >= STOPPING_GRACE_S:
+            if ctx.stopping.is_set() and waited >= grace:
                 raise RedisUnavailable(f"{what}: Redis unavailable ({exc})") from exc
             if ctx.stats.redis_retries % 20 == 1:
                 logger.warning("%s: Redis unavailable (%s); retrying", what, exc)
-            await asyncio.sleep(delay)
-            waited += delay
+            started = ctx.clock()
+            if ctx.stopping.is_set():
+                await asyncio.sleep(min(delay, max(grace - waited, 0.0)))
+            else:  # a stop request ends the backoff at once
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ctx.stopping.wait(), delay)
+            waited += ctx.clock() - started
             delay = min(delay * 2, ctx.settings.redis_retry_max_s)

@@ -108,6 +108,24 @@ def test_k8s_manifests_parse() -> None:
     assert {"Deployment", "Service", "ConfigMap", "ServiceMonitor"} <= set(kinds)
 
 
+def test_worker_stop_bound_fits_every_grace_period() -> None:
+    """The worker's stop bound ends it before any orchestrator's SIGKILL: the default,
+    the k8s manifest's value and its grace period, compose's stop_grace_period, and the
+    test harness (tests/service/conftest.py WorkerProcess.stop) agree."""
+    from tests.service.conftest import STOP_SLACK_S
+
+    default = Settings.model_fields["worker_stop_timeout_s"].default
+    docs = [d for d in yaml.safe_load_all((ROOT / "deploy/k8s/worker.yaml").read_text()) if d]
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0].get("env", [])}
+    k8s_bound = float(env["ONLINEPREDICT_WORKER_STOP_TIMEOUT_S"])
+    assert k8s_bound == default
+    assert k8s_bound + STOP_SLACK_S <= pod["terminationGracePeriodSeconds"]
+    grace = _compose()["services"]["worker-1"]["stop_grace_period"]
+    assert default + STOP_SLACK_S <= float(grace.removesuffix("s"))
+    assert default <= 30 - STOP_SLACK_S  # Kubernetes' default grace
+
+
 def test_every_dashboard_metric_is_emitted_by_the_code() -> None:
     """The names the panels query exist in the code (the e2e test also asks Prometheus)."""
     from service.metrics.exposition import _GAUGES, PREFIX

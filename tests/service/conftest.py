@@ -22,6 +22,9 @@ import pytest
 import redis as redis_lib
 
 ROOT = Path(__file__).resolve().parents[2]
+# a stopping worker's own bound (worker_stop_timeout_s) plus this covers the interpreter's
+# start-up and exit; the deploy files leave at least this much too (tests/deploy)
+STOP_SLACK_S = 5.0
 
 FAST = {
     "commit_every": 200,
@@ -85,14 +88,15 @@ class WorkerProcess:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
 
-    def stop(self, timeout: float = 30.0) -> int | None:
-        """SIGTERM (graceful) and wait; SIGKILL if it hangs."""
+    def stop(self) -> int | None:
+        """SIGTERM (graceful) and wait the worker's own stop bound plus ``STOP_SLACK_S``;
+        SIGKILL if it hangs (then the exit code is -9)."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout)
+                self.proc.wait(self.settings.worker_stop_timeout_s + STOP_SLACK_S)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
