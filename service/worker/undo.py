@@ -44,6 +44,10 @@ def clone(obj: Any, memo: dict[int, Any] | None = None) -> Any:
             state[name] = value
         elif hasattr(value, "__dict__") and not isinstance(value, type):
             state[name] = clone(value, memo)
+        elif type(value) is dict and all(isinstance(v, _SHARED) for v in value.values()):
+            state[name] = dict(value)  # e.g. the last diagnostics: a shallow copy suffices
+        elif type(value) is list and all(isinstance(v, _SHARED) for v in value):
+            state[name] = list(value)
         else:
             state[name] = copy.deepcopy(value, memo)
     new.__dict__.update(state)
