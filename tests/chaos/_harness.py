@@ -171,7 +171,6 @@ class AofRedis:
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
-    sizes: list[tuple[float, int]] = field(default_factory=list)  # (time, AOF bytes)
 
     @property
     def aof(self) -> Path:
@@ -200,22 +199,16 @@ class AofRedis:
         self.starts += 1
         # PING answers -LOADING until the AOF is replayed: wait for +PONG
         _wait(lambda: redis_answers(HOST, self.port), "redis-server to load its AOF")
-        if self.starts == 1:
-            threading.Thread(target=self._sample, daemon=True, name="aof-sizes").start()
 
-    def _sample(self) -> None:
-        while self.proc is not None:
-            with contextlib.suppress(OSError):
-                self.sizes.append((time.monotonic(), self.aof.stat().st_size))
-                del self.sizes[:-100]
-            time.sleep(0.05)
+    def aof_bytes(self) -> int:
+        return self.aof.stat().st_size
 
-    def crash(self, unsynced_s: float = 1.0) -> int:
-        """SIGKILL, then drop the AOF tail written in the last ``unsynced_s`` seconds: what
+    def crash(self, keep: int) -> int:
+        """SIGKILL, then drop the AOF past its first ``keep`` bytes: the unsynced tail that
         ``appendfsync everysec`` loses when the machine dies with the process (a bare
-        process kill keeps the page cache). Returns the bytes dropped."""
-        cut_at = time.monotonic() - unsynced_s
-        keep = max((size for t, size in self.sizes if t <= cut_at), default=0)
+        process kill keeps the page cache). The caller marks ``keep`` (``aof_bytes()``)
+        and waits for acknowledged writes after it, so the loss does not depend on timing.
+        Returns the bytes dropped."""
         self.kill()
         size = self.aof.stat().st_size
         if 0 < keep < size:

@@ -123,7 +123,8 @@ def test_redis_down_exits_non_zero_with_the_reason(stack, tmp_path) -> None:  # 
     worker = _learning(stack, tmp_path)
     run(produce(stack["settings"], [make_event("st", "e1", [0.5, 1.0], 0.1)]))
     stack["redis"].kill()
-    time.sleep(1.0)  # the event is learned in memory, its checkpoint cannot be written
+    # the event is learned in memory and its checkpoint cannot be written
+    wait_for(lambda: "Redis unavailable" in worker.log_text(), 30, "a failed checkpoint")
     code, took = _stop(worker)
     _report("Redis down", code, took)
     assert code == EXIT_NO_CHECKPOINT, worker.log_text()[-2000:]
