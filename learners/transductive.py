@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -204,14 +203,6 @@ class TransductiveRegressor(BlockMixin, Learner):
         self._index: dict[bytes, list[int]] = {}
 
     # ---- memory -----------------------------------------------------------------------
-    @classmethod
-    def state_size(
-        cls, dim: int, params: Mapping[str, Any] | None = None, *, block: int | None = None
-    ) -> StateSize:
-        """``Learner.state_size`` with a registered block of ``block`` vectors; None (the
-        figure at creation) is the largest block ``register`` accepts."""
-        return cls._state_size(*cls._checked_spec(dim, params), block)
-
     @classmethod
     def _state_size(cls, d: int, p: dict[str, Any], block: int | None = None) -> StateSize:
         T = cls.largest_block(d) if block is None else int(block)

@@ -8,9 +8,12 @@ the flat arrays ``block_`` (T, d) and ``remaining_`` (T,) plus a derived lookup 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
+
+from learners.base import StateSize
 
 
 def row_key(x: np.ndarray) -> bytes:
@@ -31,6 +34,15 @@ class BlockMixin:
     block_: np.ndarray
     remaining_: np.ndarray
     _index: dict[bytes, list[int]]
+
+    @classmethod
+    def state_size(
+        cls, dim: int, params: Mapping[str, Any] | None = None, *, block: int | None = None
+    ) -> StateSize:
+        """``Learner.state_size`` with a registered block of ``block`` vectors; None (the
+        figure at creation) is the largest block ``register`` accepts."""
+        spec = cls._checked_spec(dim, params)  # type: ignore[attr-defined]
+        return cls._state_size(*spec, block)  # type: ignore[attr-defined,no-any-return]
 
     @classmethod
     def largest_block(cls, dim: int) -> int:

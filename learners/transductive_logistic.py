@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -119,14 +118,6 @@ class TransductiveLogistic(BlockMixin, BinaryClassifier):
         self._last: tuple[bytes, tuple[Any, ...]] | None = None
 
     # ---- memory -----------------------------------------------------------------------
-    @classmethod
-    def state_size(
-        cls, dim: int, params: Mapping[str, Any] | None = None, *, block: int | None = None
-    ) -> StateSize:
-        """``Learner.state_size`` with a registered block of ``block`` vectors; None (the
-        figure at creation) is the largest block ``register`` accepts."""
-        return cls._state_size(*cls._checked_spec(dim, params), block)
-
     @classmethod
     def _state_size(cls, d: int, p: dict[str, Any], block: int | None = None) -> StateSize:
         # block_ (T x d), remaining_ and labels_ (T), W_ (r x d), phi_ (r), r = rank <= d
