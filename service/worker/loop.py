@@ -283,6 +283,24 @@ async def build_context(settings: Settings, worker_id: str | None = None) -> Wor
     )
 
 
+async def _poll(
+    ctx: WorkerContext, stopped: asyncio.Future[None]
+) -> dict[TopicPartition, list[ConsumerRecord]] | None:
+    """One poll, or None when the stop comes first. ``getmany`` waits for an assignment
+    whatever its timeout, so a worker stuck rejoining its group (a broker that keeps
+    failing the group's sync) would never see the stop; records it had fetched but not
+    handed out are dropped with the consumer, unacknowledged."""
+    poll = asyncio.ensure_future(
+        ctx.consumer.getmany(timeout_ms=POLL_TIMEOUT_MS, max_records=ctx.settings.max_poll_records)
+    )
+    await asyncio.wait((poll, stopped), return_when=asyncio.FIRST_COMPLETED)
+    if poll.done():
+        return poll.result()
+    poll.cancel()
+    await asyncio.gather(poll, return_exceptions=True)
+    return None
+
+
 class PhaseSink(Protocol):
     phase: str  # what the worker is doing, for the stop watchdog's log line
 
@@ -330,9 +348,9 @@ async def run_worker(
                 doing("polling (or rebalancing)")
                 ctx.last_poll = ctx.clock()
                 generation = ctx.generation
-                batch = await ctx.consumer.getmany(
-                    timeout_ms=POLL_TIMEOUT_MS, max_records=settings.max_poll_records
-                )
+                batch = await _poll(ctx, stop_watch)
+                if batch is None:
+                    break  # stopped while the poll waited (e.g. for a group rejoin)
                 async with ctx.lock:
                     if generation != ctx.generation:
                         refetch(ctx, batch)  # a rebalance or seek happened: stale records

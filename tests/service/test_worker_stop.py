@@ -143,3 +143,63 @@ def test_mid_batch_stall_is_ended_by_the_watchdog(stack, tmp_path) -> None:  # t
     assert code == EXIT_WATCHDOG, worker.log_text()[-2000:]
     assert "did not stop within ONLINEPREDICT_WORKER_STOP_TIMEOUT_S" in worker.log_text()
     assert "learning a batch" in worker.log_text()
+
+
+def test_stop_during_a_rebalance_with_a_frozen_member(stack, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # a member that stops answering (SIGSTOP) while a third one joins, and the stop comes
+    # while the first worker rejoins. (tansu completes this rejoin quickly, so this does
+    # not hold the poll for long; the endless wait of a group whose sync keeps failing,
+    # seen in a chaos run, is pinned by test_a_poll_waiting_for_an_assignment_yields_...)
+    worker = _learning(stack, tmp_path)
+    frozen = WorkerProcess(stack["settings"], "frozen", tmp_path)
+    frozen.start()
+    joiner = WorkerProcess(stack["settings"], "joiner", tmp_path)
+    try:
+        wait_for(lambda: "assigned" in frozen.log_text(), 60, "the second member to join")
+        assert frozen.proc is not None
+        frozen.proc.send_signal(signal.SIGSTOP)
+        rejoins = worker.log_text().count("(Re-)joining group")
+        joiner.start()
+        wait_for(
+            lambda: worker.log_text().count("(Re-)joining group") > rejoins,
+            60,
+            "the first worker to rejoin",
+            interval=0.05,
+        )
+        code, took = _stop(worker)
+    finally:
+        if frozen.proc is not None:
+            frozen.proc.send_signal(signal.SIGCONT)
+        frozen.kill()
+        joiner.kill()
+    _report("rejoining the group", code, took)
+    assert code == 0, worker.log_text()[-2000:]
+
+
+async def test_a_poll_waiting_for_an_assignment_yields_to_the_stop() -> None:
+    """aiokafka's ``getmany`` waits for an assignment whatever its timeout; a chaos run
+    (broker outage, then a group whose sync kept failing) left a worker there past the
+    stop bound. The loop's poll races it against the stop request."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from service.worker.loop import _poll
+
+    class Rejoining:  # a consumer whose group never settles
+        cancelled = False
+
+        async def getmany(self, **_: object) -> dict[object, list[object]]:
+            try:
+                await asyncio.Event().wait()
+            finally:
+                self.cancelled = True
+            raise AssertionError("unreachable")
+
+    consumer = Rejoining()
+    ctx = SimpleNamespace(consumer=consumer, settings=Settings(max_poll_records=10))
+    stop = asyncio.Event()
+    stopped = asyncio.ensure_future(stop.wait())
+    asyncio.get_running_loop().call_later(0.05, stop.set)
+    async with asyncio.timeout(10):
+        assert await _poll(ctx, stopped) is None  # type: ignore[arg-type]
+    assert consumer.cancelled
