@@ -249,6 +249,12 @@ async def _bounded(what: str, step: Awaitable[None], seconds: float) -> None:
         logger.warning("%s failed (%s: %s); exiting anyway", what, type(exc).__name__, exc)
 
 
+async def _close_unstarted(ctx: WorkerContext) -> None:
+    for client in (ctx.consumer, ctx.probe, ctx.producer):
+        await client.stop()
+    await ctx.redis.aclose()
+
+
 async def build_context(settings: Settings, worker_id: str | None = None) -> WorkerContext:
     kafka = settings.kafka_options()
     consumer = AIOKafkaConsumer(
@@ -317,6 +323,11 @@ async def run_worker(
     ctx = await build_context(settings, worker_id)
     if stop is not None:
         ctx.stopping = stop
+    if ctx.stopping.is_set():  # asked to stop while starting: nothing learned, nothing to write
+        ctx.final_checkpoint = True
+        await _bounded("closing the clients", _close_unstarted(ctx), settings.worker_stop_timeout_s)
+        logger.info("worker %s stopped while starting", ctx.worker_id)
+        return ctx
 
     def doing(what: str) -> None:
         if phase is not None:

@@ -17,6 +17,7 @@ import threading
 from types import FrameType
 
 from service.config import Settings
+from service.worker import early_stop
 from service.worker.loop import run_worker
 
 logger = logging.getLogger(__name__)
@@ -36,8 +37,12 @@ class StopSignal:
         self._armed: threading.Timer | None = None
 
     def install(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in early_stop.STOP_SIGNALS:
             signal.signal(sig, self._on_signal)
+        signum = early_stop.received()
+        if signum is not None:  # asked to stop while starting (python -m service.worker)
+            self._on_signal(signum, None)
+            self.stop.set()  # now, not on the loop's next turn: run_worker checks it first
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._armed is None:

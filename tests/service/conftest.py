@@ -88,11 +88,27 @@ class WorkerProcess:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
 
+    def catches_sigterm(self) -> bool:
+        """The process has its SIGTERM handler (service.worker.early_stop) in place."""
+        assert self.proc is not None
+        try:
+            status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        except OSError:  # gone, or no procfs: nothing to wait for
+            return True
+        caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
+        return bool(int(caught.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+
     def stop(self) -> int | None:
         """SIGTERM (graceful) and wait the worker's own stop bound plus ``STOP_SLACK_S``;
-        SIGKILL if it hangs (then the exit code is -9)."""
+        SIGKILL if it hangs (then the exit code is -9). A worker restarted a moment ago
+        is first given the time to install its handler: before it, the interpreter
+        itself is still starting, and SIGTERM's default action ends it (exit -15)."""
         if self.proc is None:
             return None
+        limit = time.monotonic() + STOP_SLACK_S
+        while self.proc.poll() is None and not self.catches_sigterm():
+            assert time.monotonic() < limit, "worker never installed its SIGTERM handler"
+            time.sleep(0.01)
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
