@@ -8,6 +8,7 @@ import json
 import threading
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -184,7 +185,7 @@ def test_api_key(keyed_api: tuple[str, str]) -> None:
         keyed.delete_model(model)
 
 
-async def test_async_client(api_url: str) -> None:
+async def test_async_client(api_url: str, workers: Any) -> None:
     model = _id("sdk-async")
     async with AsyncClient(api_url, api_key="") as api:
         assert (await api.health()).ok
@@ -195,7 +196,10 @@ async def test_async_client(api_url: str) -> None:
             got = await api.send_events(model, np.eye(2), [1.0, -1.0])
             assert got.count == 2
             assert await api.model_exists(model)
-            assert await api.processed(model) == 0  # no worker in this test
+            # the session's workers learn them (the test asserted 0 here, which held only
+            # while no earlier test had started the workers and the checkpoint was late)
+            assert await api.wait_processed(model, 2) == 2
+            assert await api.processed(model) == 2
             with pytest.raises(ValidationError):
                 await api.predict(model, [1.0])
         finally:
