@@ -179,13 +179,20 @@ class Stack:
         base = self.settings.worker_metrics_port
         return base + i if base else free_port()
 
+    def _metrics_host(self) -> str:
+        """Loopback when the API is: a laptop's `up` opens no port to the network."""
+        host = self.settings.api_host
+        return "127.0.0.1" if host in ("127.0.0.1", "localhost", "::1") else "0.0.0.0"
+
     def start_processes(self) -> None:
         self.children.append(Child("api", ["api"], self.child_env(), self._log("api")))
         self.worker_ports = [self._worker_port(i) for i in range(self.workers)]
         for i, port in enumerate(self.worker_ports):
             name = f"worker-{i}"
             env = self.child_env(
-                ONLINEPREDICT_WORKER_ID=f"up-{i}", ONLINEPREDICT_WORKER_METRICS_PORT=str(port)
+                ONLINEPREDICT_WORKER_ID=f"up-{i}",
+                ONLINEPREDICT_WORKER_METRICS_PORT=str(port),
+                ONLINEPREDICT_WORKER_METRICS_HOST=self._metrics_host(),
             )
             self.children.append(Child(name, ["worker"], env, self._log(name)))
         for child in self.children:

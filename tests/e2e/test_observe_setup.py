@@ -18,6 +18,9 @@ def test_each_worker_gets_its_own_metrics_port() -> None:
         free = Stack(Settings(), workers=3, observe=observe)
         ports = [free._worker_port(i) for i in range(3)]
         assert len(set(ports)) == 3 and all(ports)
+    # on a laptop the metrics stay on loopback, like the API; a served API opens them too
+    assert Stack(Settings())._metrics_host() == "127.0.0.1"
+    assert Stack(Settings(api_host="0.0.0.0"))._metrics_host() == "0.0.0.0"
 
 
 def test_local_prometheus_scrapes_api_and_every_worker_like_compose() -> None:

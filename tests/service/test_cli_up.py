@@ -248,3 +248,5 @@ def test_up_exposes_each_workers_metrics_and_observe_scrapes_them(
         up.wait(60)
     text = "".join(lines)
     assert up.returncode == 0, text[-3000:]
+    for url in urls:  # bound to loopback only, as the API is
+        assert f"worker health/metrics on 127.0.0.1:{urlsplit(url).port}" in text, text[-3000:]
