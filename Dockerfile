@@ -1,5 +1,15 @@
-# One image for api, worker and replayer: `onlinepredict api|worker|replay ...`.
 # syntax=docker/dockerfile:1.7
+# One image for api, worker and replayer: `onlinepredict api|worker|replay ...`.
+
+# The browser assets (uPlot for /dashboard, Swagger UI and ReDoc for /docs and /redoc),
+# from npm at the locked versions, as `make setup` installs them.
+FROM node:20-slim AS assets
+WORKDIR /assets
+COPY service/dashboard/package.json service/dashboard/package-lock.json ./dashboard/
+COPY service/docs_ui/package.json service/docs_ui/package-lock.json service/docs_ui/.npmrc ./docs_ui/
+RUN cd dashboard && npm ci --no-audit --no-fund \
+ && cd ../docs_ui && npm ci --no-audit --no-fund
+
 FROM python:3.11-slim AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
@@ -16,6 +26,12 @@ ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
     OPENBLAS_NUM_THREADS=1
 RUN groupadd --system app && useradd --system --gid app --home /app --shell /usr/sbin/nologin app
 COPY --from=build /opt/venv /opt/venv
+# Where service/dashboard/router.py and service/docs_ui/router.py look for them (the
+# installed package's node_modules); only the files they serve.
+ARG SITE=/opt/venv/lib/python3.11/site-packages
+COPY --from=assets /assets/dashboard/node_modules/uplot/dist ${SITE}/service/dashboard/node_modules/uplot/dist
+COPY --from=assets /assets/docs_ui/node_modules/swagger-ui-dist ${SITE}/service/docs_ui/node_modules/swagger-ui-dist
+COPY --from=assets /assets/docs_ui/node_modules/redoc/bundles ${SITE}/service/docs_ui/node_modules/redoc/bundles
 WORKDIR /app
 USER app
 EXPOSE 8000 9100

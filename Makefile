@@ -6,13 +6,17 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup system-deps test test-fast lint up chaos soak clean
 
-$(STAMP): pyproject.toml service/dashboard/package.json
+NPM_DIRS := service/dashboard service/docs_ui
+
+$(STAMP): pyproject.toml $(NPM_DIRS:%=%/package.json) $(NPM_DIRS:%=%/package-lock.json)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
-	@# The dashboard's charting library, from npm, served locally (no CDN).
-	if command -v npm >/dev/null; then npm install --prefix service/dashboard --no-audit --no-fund --silent; \
-	  else echo "npm not found: /dashboard will ask for it" >&2; fi
+	@# The dashboard's charting library and the /docs, /redoc UIs, from npm at the locked
+	@# versions, served locally (no CDN).
+	if command -v npm >/dev/null; then for d in $(NPM_DIRS); do \
+	    (cd $$d && npm ci --no-audit --no-fund --silent) || exit 1; done; \
+	  else echo "npm not found: /dashboard, /docs and /redoc will ask for it" >&2; fi
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -104,9 +104,12 @@ def models_list(
     if as_json:
         _print_json(list(models))
         return
-    table = Table("id", "kind", "dim", "task", "version", "applied")
+    table = Table("id", "kind", "dim", "task", "version", "applied", "last update")
     for m in models:
-        table.add_row(m.id, m.kind, str(m.dim), _fmt(m.task), _fmt(m.version), _fmt(m.applied))
+        when = _when(m.updated_at)
+        table.add_row(
+            m.id, m.kind, str(m.dim), _fmt(m.task), _fmt(m.version), _fmt(m.applied), when
+        )
     out.print(table)
 
 
@@ -135,12 +138,29 @@ def models_show(
         ("params", json.dumps(info.params)),
         ("version", info.version),
         ("applied", info.applied),
+        ("last update", _when(info.updated_at)),
         ("duplicate", info.duplicate),
         ("rejected", info.rejected),
         *summary.items(),
     ):
         table.add_row(f"[bold]{key}[/bold]", _fmt(value))
     out.print(table)
+
+
+def _when(ts: float | None) -> str:
+    """Local time of a checkpoint, '-' before the first."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+
+
+def _confirm(yes: bool, question: str) -> None:
+    """Ask on a terminal; without one (a script, a pipe) refuse unless ``--yes`` was given,
+    so that nothing destructive runs on an answer nobody typed."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        typer.echo(f"{question} Refusing without --yes: stdin is not a terminal.", err=True)
+        raise typer.Exit(2)
+    typer.confirm(question, abort=True)
 
 
 @models_app.command("delete")
@@ -154,8 +174,7 @@ def models_delete(
     as_json: JsonOut = False,
 ) -> None:
     """Delete a model and its checkpoints."""
-    if not yes and sys.stdin.isatty():
-        typer.confirm(f"Delete model {model!r} and its checkpoints?", abort=True)
+    _confirm(yes, f"Delete model {model!r} and its checkpoints?")
     with _client(api_url, api_key, timeout) as api:
         api.delete_model(model)
     if as_json:
@@ -254,7 +273,7 @@ def checkpoint_list(
         return
     table = Table("version", "partition", "offset", "applied", "time")
     for c in checkpoints:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c.ts)) if c.ts else "-"
+        when = _when(c.ts)
         table.add_row(str(c.version), _fmt(c.partition), _fmt(c.offset), _fmt(c.applied), when)
     out.print(table)
 
@@ -271,8 +290,7 @@ def checkpoint_rollback(
     as_json: JsonOut = False,
 ) -> None:
     """Restore an older checkpoint and its offset; the worker re-learns from there."""
-    if not yes and sys.stdin.isatty():
-        typer.confirm(f"Roll model {model!r} back to version {version}?", abort=True)
+    _confirm(yes, f"Roll model {model!r} back to version {version}?")
     with _client(api_url, api_key, timeout) as api:
         result = api.rollback(model, version)
     if as_json:

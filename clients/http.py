@@ -172,7 +172,7 @@ class _Api:
         )
 
     def list_models(self) -> list[ModelInfo]:
-        """``GET /v1/models``: every model."""
+        """``GET /v1/models``: every model, with its version, counters and last update."""
         return self._run(_Call("GET", "/v1/models"), _model_list)
 
     def get_model(self, model: str) -> ModelInfo:

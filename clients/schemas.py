@@ -52,7 +52,8 @@ class ModelInfo:
 
     ``version`` is the checkpoint version (0 before the first checkpoint); ``applied``,
     ``duplicate`` and ``rejected`` count the events the workers have processed into the
-    checkpointed state (None when the server does not report them).
+    checkpointed state (None when the server does not report them); ``updated_at`` is the
+    Unix time of the last checkpoint (None before the first).
     """
 
     id: str
@@ -65,6 +66,7 @@ class ModelInfo:
     applied: int | None = None
     duplicate: int | None = None
     rejected: int | None = None
+    updated_at: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -75,6 +77,10 @@ class ModelInfo:
         for name in ("version", "applied", "duplicate", "rejected"):
             if getattr(info, name) is None:
                 setattr(info, name, _first_int(data, f"status.{name}", f"events.{name}"))
+        if info.updated_at is None:
+            status = data.get("status")
+            ts = status.get("updated_at") if isinstance(status, dict) else None
+            info.updated_at = float(ts) if isinstance(ts, (int, float)) else None
         return info
 
     @property

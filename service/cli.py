@@ -119,6 +119,9 @@ def up(
     api_url = f"http://{settings.api_host}:{settings.api_port}"
     typer.echo(f"onlinepredict is up: API {api_url}, {workers} worker(s). Ctrl-C stops it.")
     typer.echo(f"Live dashboard: {api_url}/dashboard")
+    urls = [f"http://127.0.0.1:{port}/metrics" for port in stack.worker_ports if port]
+    if urls:
+        typer.echo(f"Worker metrics: {' '.join(urls)}")
     if observe:
         if not stack.wait_api():
             typer.echo("the API did not come up: observability not started", err=True)

@@ -32,6 +32,7 @@ from service.api.serving import ModelCache, SpecMemo
 from service.api.store import ApiStore
 from service.config import Settings, get_settings
 from service.dashboard.router import router as dashboard_router
+from service.docs_ui.router import router as docs_router
 from service.store.keys import Keys
 
 logger = logging.getLogger(__name__)
@@ -117,6 +118,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description=DESCRIPTION,
         lifespan=lifespan,
         generate_unique_id_function=_unique_id,
+        # served by service/docs_ui from local assets (FastAPI's own pages use a CDN)
+        docs_url=None,
+        redoc_url=None,
         # Every validation error has our readable shape, not FastAPI's HTTPValidationError.
         responses=route_errors(422),
         openapi_tags=[
@@ -134,6 +138,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (predict, models, checkpoints, events, labels, capabilities, health):
         app.include_router(module.router)
     app.include_router(dashboard_router)
+    app.include_router(docs_router)
     app.add_middleware(
         LimitsAndTiming,
         max_body_bytes=settings.max_body_bytes,

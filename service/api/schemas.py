@@ -111,6 +111,9 @@ class ModelStatus(BaseModel):
     applied: int = 0
     duplicate: int = 0
     rejected: int = 0
+    updated_at: float | None = Field(
+        None, description="Unix time of the last checkpoint; null before the first."
+    )
 
 
 class ModelOut(ModelSpec):

@@ -21,6 +21,7 @@ from service.store.checkpoints import read_version
 from service.store.keys import Keys
 
 COUNTERS = ("applied", "duplicate", "rejected")
+STATUS_FIELDS = ("version", *COUNTERS)
 
 # Claim a prediction for its label atomically: nil when unknown/expired, {0} when it was
 # labelled before, else {1, x, hint}. One key, so it is also safe on Redis Cluster.
@@ -114,10 +115,24 @@ class ApiStore:
         # The pool is bytes-mode (decode_responses=False): the blob comes back as bytes.
         return (blob.encode() if isinstance(blob, str) else blob), int(version or 0)
 
-    async def status(self, model: str) -> dict[str, int]:
-        fields = ["version", *COUNTERS]
-        values = await self.redis.hmget(self.keys.state(model), fields)
-        return {f: int(v) if v is not None else 0 for f, v in zip(fields, values, strict=True)}
+    async def status(self, model: str) -> dict[str, int | float | None]:
+        return (await self.statuses([model]))[model]
+
+    async def statuses(self, models: list[str]) -> dict[str, dict[str, int | float | None]]:
+        """Per model: checkpoint version, event counters and ``updated_at`` (None before the
+        first checkpoint), read in one round trip whatever the number of models."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for m in models:
+                pipe.hmget(self.keys.state(m), [*STATUS_FIELDS, "updated_at"])
+            rows = await pipe.execute()
+        out: dict[str, dict[str, int | float | None]] = {}
+        for m, row in zip(models, rows, strict=True):
+            status: dict[str, int | float | None] = {
+                f: int(v or 0) for f, v in zip(STATUS_FIELDS, row, strict=False)
+            }
+            status["updated_at"] = float(row[-1]) if row[-1] else None
+            out[m] = status
+        return out
 
     async def counters_and_stats(
         self, models: list[str]

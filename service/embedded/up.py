@@ -5,7 +5,7 @@
 2. Topics created.
 3. The API (``onlinepredict api``) and N workers (``onlinepredict worker``), each its own
    process; a worker or API that dies is restarted (with a short back-off).
-   With ``observe``: each worker gets its own metrics port, and a local Prometheus
+   Each worker gets its own metrics port; with ``observe`` a local Prometheus
    (``prometheus_port``) scrapes the API and every worker; Grafana (provisioned with
    ``deploy/grafana``) is started too where a ``grafana-server`` binary exists.
 4. On Ctrl-C / SIGTERM: workers are stopped first (their final checkpoint), then the API,
@@ -175,11 +175,14 @@ class Stack:
 
     def _worker_port(self, i: int) -> int:
         """Consecutive ports from ``worker_metrics_port`` (one per worker, they would clash
-        on one), else free ones when observing, else none."""
+        on one), else a free one: lag and checkpoint age are only visible there."""
         base = self.settings.worker_metrics_port
-        if base:
-            return base + i
-        return free_port() if self.observe else 0
+        return base + i if base else free_port()
+
+    def _metrics_host(self) -> str:
+        """Loopback when the API is: a laptop's `up` opens no port to the network."""
+        host = self.settings.api_host
+        return "127.0.0.1" if host in ("127.0.0.1", "localhost", "::1") else "0.0.0.0"
 
     def start_processes(self) -> None:
         self.children.append(Child("api", ["api"], self.child_env(), self._log("api")))
@@ -187,7 +190,9 @@ class Stack:
         for i, port in enumerate(self.worker_ports):
             name = f"worker-{i}"
             env = self.child_env(
-                ONLINEPREDICT_WORKER_ID=f"up-{i}", ONLINEPREDICT_WORKER_METRICS_PORT=str(port)
+                ONLINEPREDICT_WORKER_ID=f"up-{i}",
+                ONLINEPREDICT_WORKER_METRICS_PORT=str(port),
+                ONLINEPREDICT_WORKER_METRICS_HOST=self._metrics_host(),
             )
             self.children.append(Child(name, ["worker"], env, self._log(name)))
         for child in self.children:

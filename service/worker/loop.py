@@ -339,7 +339,12 @@ async def run_worker(
     if settings.worker_metrics_port:
         from service.worker.health import serve_health
 
-        health = await serve_health(ctx, settings.worker_metrics_port, checkpoint=checkpoint)
+        health = await serve_health(
+            ctx,
+            settings.worker_metrics_port,
+            settings.worker_metrics_host,
+            checkpoint=checkpoint,
+        )
     deadline: Deadline | None = None
 
     async def note_stop() -> None:  # the bound runs from the stop request

@@ -4,6 +4,10 @@ against the real API and real workers over the session's broker and Redis."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 import uuid
 from typing import Any
 
@@ -15,6 +19,7 @@ from typer.testing import CliRunner
 from clients import Client
 from clients.cli import app, register
 from tests.clients._client_support import CLI_MODULE, cli, free_port
+from tests.service.conftest import ROOT
 
 
 def _id(prefix: str) -> str:
@@ -224,8 +229,52 @@ def test_checkpoint_commands(cli_env: dict[str, str], api_url: str, workers: Any
     listed = _json(cli("checkpoint", "list", model, "--json", env=cli_env))
     assert listed and all("version" in c for c in listed)
     oldest = min(c["version"] for c in listed)
+    # `models list` shows each model's version, applied count and last update
+    wide = {**cli_env, "COLUMNS": "250"}
+    row = next(ln for ln in cli("models", "list", env=wide).stdout.splitlines() if model in ln)
+    newest = max(listed, key=lambda c: c["version"])
+    cells = [c.strip() for c in row.split("│")]
+    assert str(newest["version"]) in cells and "600" in cells, row
+    assert time.strftime("%Y-%m-%d", time.localtime(newest["ts"])) in row, row
     r = cli("checkpoint", "rollback", model, str(oldest), "--yes", env=cli_env)
     assert r.returncode == 0, r.stderr
+
+
+def _in_a_terminal(args: list[str], env: dict[str, str], answer: str) -> tuple[int, str]:
+    """Run the CLI with a pseudo-terminal as stdin, typing ``answer``."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        os.write(master, answer.encode())
+        proc = subprocess.run(
+            [sys.executable, "-m", CLI_MODULE, *args],
+            cwd=ROOT, env=env, stdin=slave, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(slave)
+        os.close(master)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_destructive_commands_need_yes_without_a_terminal(cli_env: dict[str, str]) -> None:
+    model = _id("cli-yes")
+    assert cli("models", "create", model, "-k", "pa", "-d", "2", env=cli_env).returncode == 0
+    listed = cli("models", "list", env={**cli_env, "COLUMNS": "250"})
+    row = next(ln for ln in listed.stdout.splitlines() if model in ln)
+    assert "last update" in listed.stdout and row.rstrip(" │").endswith("-"), row
+    for args in (["models", "delete", model], ["checkpoint", "rollback", model, "0"]):
+        r = cli(*args, env=cli_env, input="y\n")  # a pipe: nobody is there to answer
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert "--yes" in r.stderr and "not a terminal" in r.stderr
+    assert cli("models", "show", model, env=cli_env).returncode == 0  # still there
+    # on a terminal it asks: "n" keeps the model, "y" deletes it
+    code, text = _in_a_terminal(["models", "delete", model], cli_env, "n\n")
+    assert code == 1 and "Delete model" in text and "Aborted" in text, text
+    assert cli("models", "show", model, env=cli_env).returncode == 0
+    code, text = _in_a_terminal(["models", "delete", model], cli_env, "y\n")
+    assert code == 0 and f"deleted model {model}" in text, text
+    assert cli("models", "show", model, env=cli_env).returncode == 1
 
 
 def test_unreachable_broker_is_exit_1(cli_env: dict[str, str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import pathlib
@@ -143,3 +144,147 @@ def test_every_dashboard_metric_is_emitted_by_the_code() -> None:
     for name in sorted(names):
         base = re.sub(r"_(bucket|count|sum|total|info)$", "", name)
         assert name in emitted or base in emitted, f"dashboards query {name}; no code emits it"
+
+
+# ---- the image ---------------------------------------------------------------------------
+def _dockerfile_stages() -> list[tuple[str, str, list[str]]]:
+    """(stage name, base image, instruction lines) per FROM, continuation lines joined."""
+    text = re.sub(r"\\\n", " ", (ROOT / "Dockerfile").read_text())
+    stages: list[tuple[str, str, list[str]]] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"FROM\s+(\S+)(?:\s+AS\s+(\S+))?", line, re.I)
+        if m:
+            stages.append((m.group(2) or str(len(stages)), m.group(1), []))
+        else:
+            stages[-1][2].append(line)
+    return stages
+
+
+def _copies() -> list[tuple[str, str | None, list[str], str]]:
+    """(stage, --from stage or None, sources, destination) of every COPY, ARGs expanded."""
+    out = []
+    for name, _, lines in _dockerfile_stages():
+        args: dict[str, str] = {}
+        for line in lines:
+            if m := re.match(r"ARG\s+(\w+)=(\S+)", line):
+                args[m.group(1)] = m.group(2)
+            if not line.startswith("COPY "):
+                continue
+            for key, value in args.items():
+                line = line.replace("${" + key + "}", value)
+            words = line.split()[1:]
+            src_stage = next((w.split("=", 1)[1] for w in words if w.startswith("--from=")), None)
+            paths = [w for w in words if not w.startswith("--")]
+            out.append((name, src_stage, paths[:-1], paths[-1]))
+    return out
+
+
+def test_dockerfile_copies_only_what_exists_or_an_earlier_stage_made() -> None:
+    stages = _dockerfile_stages()
+    names = [name for name, _, _ in stages]
+    for stage, src_stage, sources, _ in _copies():
+        if src_stage is None:
+            for src in sources:
+                assert (ROOT / src).exists(), f"{stage}: COPY {src}: not in the repository"
+            continue
+        assert src_stage in names[: names.index(stage)], f"{stage}: no earlier stage {src_stage}"
+        # what the earlier stage made: under its WORKDIR, or a path its RUNs name
+        lines = stages[names.index(src_stage)][2]
+        workdirs = [line.split()[1] for line in lines if line.startswith("WORKDIR ")]
+        runs = " ".join(line for line in lines if line.startswith("RUN "))
+        for src in sources:
+            made = any(src.startswith(w.rstrip("/") + "/") for w in workdirs) or src in runs
+            assert made, f"{stage}: COPY --from={src_stage} {src}: that stage makes no such path"
+
+
+def test_image_has_the_browser_assets_where_the_code_looks() -> None:
+    import service.api  # noqa: F401  (the routers import the app's dependencies)
+
+    dashboard = importlib.import_module("service.dashboard.router")
+    docs_ui = importlib.import_module("service.docs_ui.router")
+
+    stages = _dockerfile_stages()
+    node = next(s for s in stages if s[1].startswith("node:"))
+    assert any("npm ci" in line for line in node[2]), "the node stage must run npm ci"
+    runtime_python = re.match(r"python:(\d+\.\d+)", stages[-1][1])
+    assert runtime_python, stages[-1][1]
+    site = f"/opt/venv/lib/python{runtime_python.group(1)}/site-packages/"
+    copied = {dest for stage, frm, _, dest in _copies() if frm == node[0]}
+    # each copied node_modules path: a locked dependency, present where `make setup` installs
+    workdir = next(line.split()[1] for line in node[2] if line.startswith("WORKDIR "))
+    dirs = {  # ./dashboard/ in the node stage <- service/dashboard/package.json
+        dest.strip("./").rstrip("/"): pathlib.Path(srcs[0]).parent
+        for stage, frm, srcs, dest in _copies()
+        if stage == node[0] and frm is None
+    }
+    for _, frm, srcs, _ in _copies():
+        for src in srcs if frm == node[0] else []:
+            local, _, rest = src.removeprefix(workdir.rstrip("/") + "/").partition("/")
+            pkg_dir = ROOT / dirs[local]
+            package = rest.removeprefix("node_modules/").split("/")[0]
+            deps = json.loads((pkg_dir / "package.json").read_text())["dependencies"]
+            assert package in deps, f"COPY {src}: {package} not in {pkg_dir}/package.json"
+            assert package in (pkg_dir / "package-lock.json").read_text(), src
+            if (pkg_dir / "node_modules").exists():
+                assert (pkg_dir / rest).exists(), f"COPY {src}: npm installs no {rest}"
+    needed = {dashboard.VENDOR} | {p.parent for p in docs_ui.ASSETS.values()}
+    for path in needed:
+        rel = path.relative_to(ROOT).as_posix()
+        assert any(site + rel == d or (site + rel).startswith(d + "/") for d in copied), rel
+
+
+def test_dockerignore_keeps_the_context_small_and_the_sources_in() -> None:
+    ignored = {
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    for must in (".git", ".venv", "**/node_modules", "**/__pycache__", ".mypy_cache"):
+        assert must in ignored, f".dockerignore lacks {must}"
+    for _, frm, sources, _ in _copies():
+        for src in sources if frm is None else []:
+            top = src.split("/")[0]
+            assert top not in ignored and src not in ignored, f"COPY {src} is ignored"
+
+
+# ---- compose -----------------------------------------------------------------------------
+def _env_example() -> set[str]:
+    lines = (ROOT / "deploy/.env.example").read_text().splitlines()
+    return {ln.split("=", 1)[0] for ln in lines if "=" in ln and not ln.startswith("#")}
+
+
+def test_every_variable_compose_interpolates_is_in_env_example() -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    interpolated = set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", text))
+    interpolated |= set(re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)", text))
+    assert {"ONLINEPREDICT_API_KEY", "GRAFANA_ADMIN_PASSWORD"} <= interpolated
+    missing = interpolated - _env_example()
+    assert not missing, f"compose reads {sorted(missing)}; add them to deploy/.env.example"
+
+
+def test_env_file_reaches_every_app_service() -> None:
+    for name, svc in _compose()["services"].items():
+        if svc.get("image") == "onlinepredict:latest":
+            assert {"path": ".env", "required": False} in svc.get("env_file", []), name
+
+
+def test_kafka_log_is_on_the_volume() -> None:
+    kafka = _compose()["services"]["kafka"]
+    log_dirs = kafka["environment"]["KAFKA_LOG_DIRS"]
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in kafka["volumes"]}
+    assert mounts.get(log_dirs) in _compose()["volumes"], (log_dirs, mounts)
+
+
+def test_prometheus_scrapes_every_worker_of_compose() -> None:
+    services = _compose()["services"]
+    prom = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
+    job = next(j for j in prom["scrape_configs"] if j["job_name"] == "onlinepredict-worker")
+    targets = {t for sc in job["static_configs"] for t in sc["targets"]}
+    workers = {n: s for n, s in services.items() if s.get("command") == ["worker"]}
+    assert len(workers) >= 2
+    for name, svc in workers.items():
+        port = svc["environment"]["ONLINEPREDICT_WORKER_METRICS_PORT"]
+        assert int(port) > 0 and f"{name}:{port}" in targets, name

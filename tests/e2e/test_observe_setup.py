@@ -1,5 +1,5 @@
-"""``onlinepredict up --observe`` wiring, without starting processes: one metrics port per
-worker, and a Prometheus config with the same jobs as the compose testbed's."""
+"""``onlinepredict up`` / ``--observe`` wiring, without starting processes: one metrics port
+per worker, and a Prometheus config with the same jobs as the compose testbed's."""
 
 from __future__ import annotations
 
@@ -14,10 +14,13 @@ from tests.service.conftest import ROOT
 def test_each_worker_gets_its_own_metrics_port() -> None:
     fixed = Stack(Settings(worker_metrics_port=9100), workers=3)
     assert [fixed._worker_port(i) for i in range(3)] == [9100, 9101, 9102]
-    observed = Stack(Settings(), workers=3, observe=True)
-    ports = [observed._worker_port(i) for i in range(3)]
-    assert len(set(ports)) == 3 and all(ports)
-    assert Stack(Settings(), workers=2)._worker_port(0) == 0  # not observing: no server
+    for observe in (True, False):  # exposed under plain `up` too: lag is visible there
+        free = Stack(Settings(), workers=3, observe=observe)
+        ports = [free._worker_port(i) for i in range(3)]
+        assert len(set(ports)) == 3 and all(ports)
+    # on a laptop the metrics stay on loopback, like the API; a served API opens them too
+    assert Stack(Settings())._metrics_host() == "127.0.0.1"
+    assert Stack(Settings(api_host="0.0.0.0"))._metrics_host() == "0.0.0.0"
 
 
 def test_local_prometheus_scrapes_api_and_every_worker_like_compose() -> None:

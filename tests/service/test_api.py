@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -64,7 +65,13 @@ def test_model_crud(client: TestClient) -> None:
     body = r.json()
     assert body["kind"] == "pa" and body["dim"] == 3 and body["task"] == "regression"
     assert body["params"] == {"variant": "pa2", "C": 0.5}
-    assert body["status"] == {"version": 0, "applied": 0, "duplicate": 0, "rejected": 0}
+    assert body["status"] == {
+        "version": 0,
+        "applied": 0,
+        "duplicate": 0,
+        "rejected": 0,
+        "updated_at": None,
+    }
     assert mid in [m["id"] for m in client.get("/v1/models").json()["models"]]
 
     dup = client.post("/v1/models", json={"id": mid, "kind": "pa", "dim": 5})
@@ -74,6 +81,26 @@ def test_model_crud(client: TestClient) -> None:
     assert client.get(f"/v1/models/{mid}").status_code == 404
     assert client.delete(f"/v1/models/{mid}").status_code == 404
     assert mid not in [m["id"] for m in client.get("/v1/models").json()["models"]]
+
+
+def test_model_list_carries_each_models_checkpoint_status(
+    client: TestClient, api_settings: Settings
+) -> None:
+    fresh, learned = create(client), create(client)
+    before = time.time()
+    write_state(api_settings, learned, learners.REGISTRY["pa"](3), 0, offset=7, applied=8)
+    listed = {m["id"]: m["status"] for m in client.get("/v1/models").json()["models"]}
+    assert listed[fresh] == {
+        "version": 0,
+        "applied": 0,
+        "duplicate": 0,
+        "rejected": 0,
+        "updated_at": None,
+    }
+    status = listed[learned]
+    assert status["version"] == 1 and status["applied"] == 8
+    assert before - 1 <= status["updated_at"] <= time.time() + 1
+    assert client.get(f"/v1/models/{learned}").json()["status"] == status
 
 
 @pytest.mark.parametrize(

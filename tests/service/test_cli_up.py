@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
+import httpx
 import pytest
 import redis as redis_lib
 
@@ -165,3 +170,83 @@ def test_up_uses_what_already_answers(kafka_bootstrap, redis_url, key_prefix) ->
     assert "using the Kafka broker" in text and "using the Redis" in text
     host, port = kafka_bootstrap.rsplit(":", 1)
     assert broker_answers(host, int(port))  # not ours to stop
+
+
+def _lines(stream: Any) -> list[str]:
+    """Lines of ``stream`` as they arrive (a reader thread), so a test can wait on one."""
+    lines: list[str] = []
+
+    def read() -> None:
+        for raw in stream:
+            lines.append(raw.decode(errors="replace"))
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+@pytest.mark.service
+@pytest.mark.slow
+def test_up_exposes_each_workers_metrics_and_observe_scrapes_them(
+    kafka_bootstrap, redis_url, key_prefix
+) -> None:
+    aport, pport = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONLINEPREDICT_")}
+    env.update(
+        ONLINEPREDICT_KAFKA_BOOTSTRAP=kafka_bootstrap,
+        ONLINEPREDICT_REDIS_URL=redis_url,
+        ONLINEPREDICT_API_PORT=str(aport),
+        ONLINEPREDICT_PROMETHEUS_PORT=str(pport),
+        ONLINEPREDICT_KEY_PREFIX=f"{key_prefix}upm:",
+        ONLINEPREDICT_EVENTS_TOPIC=f"optest.upm.{uuid.uuid4().hex[:6]}",
+        PYTHONPATH=str(ROOT),
+    )
+    observe = shutil.which("prometheus") is not None
+    cmd = [sys.executable, "-m", "service.cli", "up", "--workers", "2"]
+    up = subprocess.Popen(
+        cmd + (["--observe"] if observe else []),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    lines = _lines(up.stdout)
+    try:
+        _wait(lambda: any(ln.startswith("Worker metrics:") for ln in lines), "the metrics line")
+        line = next(ln for ln in lines if ln.startswith("Worker metrics:"))
+        urls = line.removeprefix("Worker metrics:").split()
+        assert len(urls) == 2 and len(set(urls)) == 2, line
+
+        def serving(url: str) -> bool:
+            try:
+                resp = httpx.get(url, timeout=1)
+            except httpx.HTTPError:
+                return False
+            return resp.status_code == 200 and "onlinepredict_" in resp.text
+
+        for url in urls:
+            _wait(lambda url=url: serving(url), f"{url} to serve metrics")
+        if observe:
+            targets = {urlsplit(u).netloc for u in urls}
+
+            def scraped_up() -> bool:
+                try:
+                    active = httpx.get(
+                        f"http://127.0.0.1:{pport}/api/v1/targets", timeout=1
+                    ).json()["data"]["activeTargets"]
+                except (httpx.HTTPError, ValueError, KeyError):
+                    return False
+                healthy = {
+                    t["labels"]["instance"]
+                    for t in active
+                    if t["labels"]["job"] == "onlinepredict-worker" and t["health"] == "up"
+                }
+                return targets <= healthy
+
+            _wait(scraped_up, "Prometheus to scrape both workers")
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.wait(60)
+    text = "".join(lines)
+    assert up.returncode == 0, text[-3000:]
+    for url in urls:  # bound to loopback only, as the API is
+        assert f"worker health/metrics on 127.0.0.1:{urlsplit(url).port}" in text, text[-3000:]

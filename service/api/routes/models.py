@@ -16,11 +16,13 @@ from service.metrics.running import RunningStats
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
 
-def _out(spec: ModelSpec, status_: dict[str, int] | None = None) -> ModelOut:
+def _out(spec: ModelSpec, status_: dict[str, int | float | None] | None = None) -> ModelOut:
     cls = learners.REGISTRY.get(spec.kind)
     task = cls.task if cls is not None else "unknown"
     return ModelOut(
-        **spec.model_dump(), task=task, status=ModelStatus(**status_) if status_ else None
+        **spec.model_dump(),
+        task=task,
+        status=ModelStatus.model_validate(status_) if status_ else None,
     )
 
 
@@ -76,15 +78,17 @@ def _size(n: int) -> str:
 
 @router.get("", response_model=ModelList, dependencies=[ReadKey], responses=errors(401, 503))
 async def list_models(store: StoreDep) -> ModelList:
-    """List every model."""
-    return ModelList(models=[_out(ModelSpec.from_stored(s)) for s in await store.list_specs()])
+    """Every model, each with its checkpoint version, event counters and last update."""
+    specs = [ModelSpec.from_stored(s) for s in await store.list_specs()]
+    statuses = await store.statuses([s.id for s in specs])
+    return ModelList(models=[_out(s, statuses[s.id]) for s in specs])
 
 
 @router.get(
     "/{model_id}", response_model=ModelOut, dependencies=[ReadKey], responses=errors(401, 404, 503)
 )
 async def get_model(model: ModelDep, store: StoreDep) -> ModelOut:
-    """One model, with its checkpoint version and event counters."""
+    """One model, with its checkpoint version, event counters and last update."""
     return _out(model, await store.status(model.id))
 
 
