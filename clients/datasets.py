@@ -221,7 +221,7 @@ def _unit(v: np.ndarray) -> np.ndarray:
 
 
 def drift_comparators(scenario: str, T: int, d: int, seed: int) -> np.ndarray:
-    """The generating sequence u_t (T x d) of discounted_vaw.md §7.1."""
+    """The generating sequence u_t (T x d) of docs/algorithms/dvaw.md."""
     ru = np.random.default_rng(seed + 1000)
     if scenario == "static":
         return np.tile(_unit(ru.standard_normal(d)), (T, 1))
@@ -247,7 +247,7 @@ def drift_comparators(scenario: str, T: int, d: int, seed: int) -> np.ndarray:
 def _synth_drift(
     scenario: str = "static", T: int = 20_000, d: int = 10, sigma: float = 0.1, seed: int = 0
 ) -> Iterator[Item]:
-    """y_t = <x_t, u_t> + eps_t, x_t ~ N(0, I) (discounted_vaw.md §7.1, exact draw order)."""
+    """y_t = <x_t, u_t> + eps_t, x_t ~ N(0, I) (docs/algorithms/dvaw.md, exact draw order)."""
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((T, d))
     eps = sigma * rng.standard_normal(T)
@@ -256,7 +256,7 @@ def _synth_drift(
 
 
 def _synth_index(N: int = 20, T: int = 2000, delta: float = 1e-3, seed: int = 0) -> Iterator[Item]:
-    """Index tracking (apas.md §5.4): x_t ~ N(mu, Sigma), y_t = x_t . w* + N(0, delta^2).
+    """Index tracking (docs/algorithms/apas.md): x_t ~ N(mu, Sigma), y_t = x_t . w* + N(0, delta^2).
 
     mu and Sigma come from a one-factor model of daily returns (market sd 1%, betas in
     [0.5, 1.5], idiosyncratic sd 1.5%) instead of real stocks, so it runs without skfolio;
@@ -274,7 +274,8 @@ def _synth_index(N: int = 20, T: int = 2000, delta: float = 1e-3, seed: int = 0)
 def _synth_noisy_labels(
     T: int = 5000, noise: float = 0.1, d: int = 20, seed: int = 0
 ) -> Iterator[Item]:
-    """AROW's synthetic study (arow.md §13.3): a rotated elongated Gaussian, flipped labels."""
+    """AROW's synthetic study (``docs/algorithms/arow.md``): a rotated elongated
+    Gaussian, flipped labels."""
     rng = np.random.default_rng(seed)
     z1, z2 = 10.0 * rng.standard_normal(T), rng.standard_normal(T)
     X = np.empty((T, d))
@@ -293,7 +294,8 @@ def _synth_prevalence(
     unlabelled: float = 0.0,
     seed: int = 0,
 ) -> Iterator[Item]:
-    """nemsis.md §6.2: y ~ Bernoulli(p_t), x | y ~ N(y (delta/2) u, I) + bias; p_t drifts."""
+    """y ~ Bernoulli(p_t), x | y ~ N(y (delta/2) u, I) + bias; p_t drifts
+    (``docs/algorithms/nemsis.md``)."""
     rng = np.random.default_rng(seed)
     u = _unit(rng.standard_normal(d))
     p = prevalence_schedule(T, schedule) if schedule != "none" else np.full(T, 0.5)

@@ -1,6 +1,6 @@
 """HTTP clients of the onlinepredict API: ``Client`` (sync) and ``AsyncClient`` (asyncio).
 
-Both have the same methods (the async ones are awaited). Every endpoint of design.md's
+Both have the same methods (the async ones are awaited). Every endpoint of docs/design.md's
 "HTTP API" is covered. Idempotent calls (reads, predict, and event/label posts whose event
 ids the SDK fixes before the first try) are retried with exponential backoff on ``503`` and
 on connection errors; model creation, block registration and rollback are never retried.

@@ -82,7 +82,7 @@ def summarize(samples: list[Sample]) -> dict[str, float | int | None]:
 
     ``rmse`` is the server's cumulative ``rmse`` when exported; otherwise it is derived as
     sqrt(cumulative_loss / events), the same figure for regressors because their loss is
-    the squared error (design.md, learner contract). Classifiers report ``mistakes``.
+    the squared error (docs/design.md, learner contract). Classifiers report ``mistakes``.
     """
     counts = event_counts(samples)
     events = counts.get("applied")

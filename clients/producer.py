@@ -1,4 +1,4 @@
-"""Kafka producer helper: events in design.md's JSON, keyed by model id, batched.
+"""Kafka producer helper: events in docs/design.md's JSON, keyed by model id, batched.
 
 The key is the model id, so all of a model's events land on one partition (single writer).
 Each event gets a uuid4 ``id`` where it has none: that id is the worker's idempotency key,
@@ -42,7 +42,7 @@ def make_event(
     ts: float | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """One event as design.md's JSON: ``{"model", "id", "x", "y", "ts"}`` plus extra fields.
+    """One event as docs/design.md's JSON: ``{"model", "id", "x", "y", "ts"}`` plus extra fields.
 
     Examples
     --------

@@ -1,4 +1,4 @@
-"""Typed views of the API's JSON answers (design.md, "HTTP API").
+"""Typed views of the API's JSON answers (docs/design.md, "HTTP API").
 
 The dataclasses are tolerant: unknown fields are kept in ``extra`` and missing optional
 fields default, so an older SDK keeps working against a newer server.

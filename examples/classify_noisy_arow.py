@@ -7,7 +7,7 @@ batch predictions.
 
 Run against a running stack (``make up`` or ``onlinepredict up``)::
 
-    python examples/classify_noisy_arow.py --limit 3000
+    .venv/bin/python examples/classify_noisy_arow.py --limit 3000
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Part of the stream goes through the predict -> delayed label path, the rest as e
 
 Run against a running stack (``make up`` or ``onlinepredict up``)::
 
-    python examples/forecast_drift_dvaw.py --limit 6000
+    .venv/bin/python examples/forecast_drift_dvaw.py --limit 6000
 """
 
 from __future__ import annotations

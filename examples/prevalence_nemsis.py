@@ -7,7 +7,7 @@ fresh unlabelled batch and compare with the truth.
 
 Run against a running stack (``make up`` or ``onlinepredict up``)::
 
-    python examples/prevalence_nemsis.py --limit 2000
+    .venv/bin/python examples/prevalence_nemsis.py --limit 2000
 """
 
 from __future__ import annotations

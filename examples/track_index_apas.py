@@ -6,7 +6,7 @@ and updates ``w_t`` on the simplex (long-only, fully invested). Events go throug
 
 Run against a running stack (``make up`` or ``onlinepredict up``)::
 
-    python examples/track_index_apas.py --limit 2000
+    .venv/bin/python examples/track_index_apas.py --limit 2000
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Stable API (other modules, e.g. quantifiers, build on it):
 
 * :func:`to_pm1` maps an accepted label (-1/+1, 0/1, booleans) to ``-1.0``/``+1.0`` and raises
   ``ValueError`` on anything else;
-* :func:`sign_label` is the tie rule: score ``m >= 0`` predicts ``+1`` (arow.md §4.2, §15.5);
+* :func:`sign_label` is the tie rule: score ``m >= 0`` predicts ``+1`` (docs/algorithms/arow.md);
 * :class:`BinaryClassifier` is a template: subclasses implement ``_score(x) -> float`` (the
   signed score ``m``) and ``_update(x, y, m) -> dict`` (the learning step, returning its
   diagnostics with ``"update"`` set to 1.0 when the state changed), and optionally the
@@ -27,7 +27,7 @@ import numpy as np
 
 from learners.base import Learner, Prediction, StateSize, StepReport, numbers_real
 
-#: Largest ``dim`` for learners that keep a dense d x d matrix (arow.md §16).
+#: Largest ``dim`` for learners that keep a dense d x d matrix (docs/algorithms/arow.md).
 FULL_MAX_DIM = 4096
 
 
@@ -60,7 +60,7 @@ def to_pm1(y: Any) -> float:
 
 
 def sign_label(m: float) -> int:
-    """Predicted label for score ``m``; the tie ``m = 0`` predicts +1 (arow.md §4.2)."""
+    """Predicted label for score ``m``; the tie ``m = 0`` predicts +1 (docs/algorithms/arow.md)."""
     return 1 if m >= 0.0 else -1
 
 
@@ -83,7 +83,7 @@ class BinaryClassifier(Learner):
 
     @staticmethod
     def _check_full_dim(kind: str, dim: int, full: bool) -> None:
-        """Refuse a dense d x d state above :data:`FULL_MAX_DIM` (arow.md §16)."""
+        """Refuse a dense d x d state above :data:`FULL_MAX_DIM` (docs/algorithms/arow.md)."""
         if full and dim > FULL_MAX_DIM:
             raise ValueError(
                 f"{kind}: parameter 'dim' must be at most {FULL_MAX_DIM} with a full"

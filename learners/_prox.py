@@ -1,4 +1,5 @@
-"""Euclidean projections and proximal solvers behind APAS (spec ``apas.md`` §3, paper App. C).
+"""Euclidean projections and proximal solvers behind APAS (paper App. C;
+``docs/algorithms/apas.md``).
 
 Pure numpy kernels, no state. Shapes: every vector is ``(N,)`` float64.
 

@@ -1,4 +1,4 @@
-"""Side-information functions h_t of APAS (spec ``apas.md`` §1.5, §3.2), selected by name.
+"""Side-information functions h_t of APAS (``docs/algorithms/apas.md``), selected by name.
 
 A :class:`SideInfo` is built per round from the instance ``x_t`` and the held weight ``w_t``;
 it gives the value h_t(w) (for f_t and tests), a (sub)gradient (for SCA) and the prox of

@@ -1,6 +1,6 @@
 """APAS: adaptive passive-aggressive regression with side information, and PAS.
 
-Shi, Ying, Palomar (NeurIPS 2024), implemented per ``shared/spec/apas.md`` §2-§3. One round:
+Shi, Ying, Palomar (NeurIPS 2024), implemented per ``docs/algorithms/apas.md``. One round:
 the PA (or PA-II) step (2), the proximal step (5) with side information h_t over the feasible
 set W (Algorithm 2 / exact proxes), then the threshold update (7) with the modified
 derivative (8) computed by the chain rule (9)-(10) from the prox already at hand (§2.3).
@@ -148,8 +148,8 @@ class APASRegressor(Learner):
     References
     ----------
     R. Shi, J. Ying, D. P. Palomar, "Adaptive Passive-Aggressive Framework for Online
-    Regression with Side Information", NeurIPS 2024 (``shared/seeds/apas-...txt``), eqs.
-    (2)-(11), Algorithms 1-2, App. C; spec ``shared/spec/apas.md``.
+    Regression with Side Information", NeurIPS 2024, eqs.
+    (2)-(11), Algorithms 1-2, App. C; ``docs/algorithms/apas.md``.
     """
 
     kind: ClassVar[str] = "apas"

@@ -6,7 +6,7 @@ Kinds ``arow`` (binary, full or diagonal covariance; multi-class with ``classes`
 References
 ----------
 Crammer, Kulesza, Dredze (2009). Adaptive Regularization of Weight Vectors. NIPS 22.
-Seed ``shared/seeds/arow-adaptive-regularization.txt``; spec ``shared/spec/arow.md``.
+Algorithm page: ``docs/algorithms/arow.md``.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ def shrink_covariance(
     ``v`` = x' Sigma_{t-1} x; returns Sigma_t (a new array).
 
     * ``"full"``: eq. (9), Sigma - beta (Sigma x)(Sigma x)', beta = 1 / (v + v_other + r).
-    * ``"cov"``: the diagonal of eq. (9), s_j - beta (s_j x_j)^2 (arow.md §5).
-    * ``"prec"``: the diagonal of eq. (8), 1/s_j += x_j^2 / r (arow.md §5).
+    * ``"cov"``: the diagonal of eq. (9), s_j - beta (s_j x_j)^2 (docs/algorithms/arow.md).
+    * ``"prec"``: the diagonal of eq. (8), 1/s_j += x_j^2 / r (docs/algorithms/arow.md).
 
     ``v_other`` is the other block's variance in the multi-class step (§7), 0 for binary.
     Only the nonzero coordinates of ``x`` are touched in the diagonal modes.
@@ -96,7 +96,7 @@ class AROW(BinaryClassifier):
 
     Binary (default): predicts sign(mu . x) (tie -> +1); on a round with y (mu . x) < 1 it
     applies eqs. (7) and (9) (Fig. 1 of the paper), otherwise nothing changes. With
-    ``classes`` it is the multi-class extension of arow.md §7 (one Gaussian per class, the
+    ``classes`` it is the multi-class extension (one Gaussian per class, the
     top-scoring wrong class as the single competitor; an extension, not in the paper).
 
     Parameters
@@ -108,7 +108,7 @@ class AROW(BinaryClassifier):
         aggressive (hard margin as r -> 0); large r is conservative.
     diagonal : {False, True, "cov", "prec"}, default=False
         False keeps the full covariance (the paper's algorithm). Otherwise Sigma is diagonal
-        (O(d) per round; arow.md §5): ``"cov"`` takes the diagonal of eq. (9), ``"prec"`` the
+        (O(d) per round): ``"cov"`` takes the diagonal of eq. (9), ``"prec"`` the
         diagonal of eq. (8); True means ``"cov"``, which the spec found much more accurate.
     classes : list of int or str, optional
         The class labels, for the multi-class extension (§7). None means binary, labels
@@ -152,7 +152,7 @@ class AROW(BinaryClassifier):
 
     References
     ----------
-    Crammer, Kulesza, Dredze (2009), NIPS 22, eqs. (7)-(9), Fig. 1; spec ``arow.md`` §4-§7.
+    Crammer, Kulesza, Dredze (2009), NIPS 22, eqs. (7)-(9), Fig. 1; ``docs/algorithms/arow.md``.
     """
 
     kind: ClassVar[str] = "arow"
@@ -352,7 +352,7 @@ class AROW(BinaryClassifier):
 class AROWRegressor(Learner):
     """AROW with the squared loss: recursive least squares / online ridge with parameter r.
 
-    Predicts y_hat = mu . x with the pre-update mean, then (arow.md §6)
+    Predicts y_hat = mu . x with the pre-update mean, then (docs/algorithms/arow.md)
     mu += (y - y_hat) beta Sigma x and Sigma -= beta Sigma x x' Sigma, beta = 1/(x' Sigma x + r).
     So mu_t = (r I + sum x x')^{-1} sum y x: ridge on everything seen so far (not the
     Vovk-Azoury-Warmuth forecaster, which also adds x_t x_t' before predicting).
@@ -392,7 +392,7 @@ class AROWRegressor(Learner):
 
     References
     ----------
-    Crammer, Kulesza, Dredze (2009), NIPS 22, footnote 1 and Sec. 6; spec ``arow.md`` §6.
+    Crammer, Kulesza, Dredze (2009), NIPS 22, footnote 1 and Sec. 6; ``docs/algorithms/arow.md``.
     """
 
     kind: ClassVar[str] = "arow-regression"

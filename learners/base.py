@@ -1,4 +1,4 @@
-"""The learner contract (design.md, "Learner contract").
+"""The learner contract (docs/design.md, "Learner contract").
 
 Every online learner derives from :class:`Learner` and implements two hooks:
 

@@ -1,7 +1,7 @@
 """Confidence-weighted (CW) classification, the "variance" form (Dredze, Crammer, Pereira 2008).
 
-The baseline AROW is compared against (AROW paper, footnote 3). Formulas as restated in
-``shared/spec/arow.md`` §2.1 (tagged [R]: recalled, verified numerically).
+The baseline AROW is compared against (AROW paper, footnote 3). Its update is
+summarised in ``docs/algorithms/arow.md``.
 
 References
 ----------
@@ -23,7 +23,7 @@ from learners.base import StateSize, readonly
 
 def cw_variance_step(M: float, V: float, phi: float) -> float:
     """alpha = max(0, gamma) of the CW variance update for signed margin ``M`` = y mu.x and
-    variance ``V`` = x' Sigma x (arow.md §2.1); 0 when ``V`` = 0 or the constraint holds.
+    variance ``V`` = x' Sigma x (docs/algorithms/arow.md); 0 when ``V`` = 0 or the constraint holds.
 
     gamma is the positive root of 2 phi V g^2 + (1 + 2 phi M) g + (M - phi V)/V = 0, which
     makes y mu_t.x = phi x' Sigma_t x tight.
@@ -81,7 +81,7 @@ class CWClassifier(BinaryClassifier):
 
     References
     ----------
-    Dredze, Crammer, Pereira (2008), ICML; AROW paper footnote 3; spec ``arow.md`` §2.1.
+    Dredze, Crammer, Pereira (2008), ICML; AROW paper footnote 3; ``docs/algorithms/arow.md``.
     """
 
     kind: ClassVar[str] = "cw"

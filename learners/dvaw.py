@@ -8,8 +8,8 @@ ensemble updates all its experts in one vectorised computation (spec §3.5, last
 References
 ----------
 A. Jacobsen, A. Cutkosky (2024). Online Linear Regression in Dynamic Environments via
-Discounting. ICML 2024, arXiv 2405.19175 (``shared/seeds/discounted-vaw-dynamic-regret.txt``);
-spec ``shared/spec/discounted_vaw.md`` §3.
+Discounting. ICML 2024, arXiv 2405.19175;
+algorithm page ``docs/algorithms/dvaw.md``.
 """
 
 from __future__ import annotations
@@ -369,7 +369,7 @@ class DiscountedVAW(Learner):
 
     References
     ----------
-    Jacobsen & Cutkosky (2024), Alg. 1, Prop. A.1; spec ``discounted_vaw.md`` §3.
+    Jacobsen & Cutkosky (2024), Alg. 1, Prop. A.1; ``docs/algorithms/dvaw.md``.
     """
 
     kind: ClassVar[str] = "dvaw"

@@ -7,7 +7,7 @@ share x_t and are updated as one stacked computation (``learners.dvaw`` kernel).
 References
 ----------
 A. Jacobsen, A. Cutkosky (2024), ICML, arXiv 2405.19175, §4 and App. D-E;
-spec ``shared/spec/discounted_vaw.md`` §4.
+``docs/algorithms/dvaw.md``.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ class DVAWEnsemble(Learner):
 
     References
     ----------
-    Jacobsen & Cutkosky (2024), Algs. 1-3, Thms 4.1-4.3; spec ``discounted_vaw.md`` §4.
+    Jacobsen & Cutkosky (2024), Algs. 1-3, Thms 4.1-4.3; ``docs/algorithms/dvaw.md``.
     """
 
     kind: ClassVar[str] = "dvaw-ensemble"

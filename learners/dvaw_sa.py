@@ -14,7 +14,7 @@ is active, so expert row ``k * G + j`` is level k with the j-th positive discoun
 References
 ----------
 A. Jacobsen, A. Cutkosky (2024), §5 and App. F; Daniely, Gonen, Shalev-Shwartz (2015),
-Strongly adaptive online learning; spec ``shared/spec/discounted_vaw.md`` §5.
+Strongly adaptive online learning; ``docs/algorithms/dvaw.md``.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ class DVAWStronglyAdaptive(Learner):
 
     References
     ----------
-    Jacobsen & Cutkosky (2024), Thm F.1; spec ``discounted_vaw.md`` §5.3 and §5.5.
+    Jacobsen & Cutkosky (2024), Thm F.1; ``docs/algorithms/dvaw.md``.
     """
 
     kind: ClassVar[str] = "dvaw-sa"

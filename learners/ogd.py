@@ -3,7 +3,7 @@
 References
 ----------
 Zinkevich (2003), Online Convex Programming and Generalized Infinitesimal Gradient Ascent;
-spec ``shared/spec/discounted_vaw.md`` §7.2.
+``docs/algorithms/dvaw.md``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class OGD(Learner):
 
     References
     ----------
-    Zinkevich (2003); spec ``discounted_vaw.md`` §7.2.
+    Zinkevich (2003); ``docs/algorithms/dvaw.md``.
     """
 
     kind: ClassVar[str] = "ogd"

@@ -3,7 +3,8 @@
 References
 ----------
 Crammer, Dekel, Keshet, Shalev-Shwartz, Singer (2006). Online Passive-Aggressive Algorithms.
-JMLR 7. As restated in ``shared/spec/apas.md`` §1.3 (the APAS paper's eqs. (1)-(3)).
+JMLR 7. Restated as the APAS paper's eqs. (1)-(3);
+see ``docs/algorithms/apas.md``.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ class PARegressor(Learner):
 
     References
     ----------
-    Crammer et al. (2006), JMLR 7; spec ``apas.md`` §1.3.
+    Crammer et al. (2006), JMLR 7; ``docs/algorithms/apas.md``.
     """
 
     kind: ClassVar[str] = "pa"

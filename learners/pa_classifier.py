@@ -1,7 +1,7 @@
 """Passive-aggressive binary classification: PA, PA-I, PA-II (Crammer et al. 2006).
 
-The AROW paper's PA baseline; formulas as restated in ``shared/spec/arow.md`` §12 (tagged
-[R]). The regression PA lives in ``learners/pa.py``.
+The AROW paper's PA baseline; see ``docs/algorithms/arow.md``. The regression PA lives in
+``learners/pa.py``.
 
 References
 ----------
@@ -46,7 +46,7 @@ class PAClassifier(BinaryClassifier):
         Number of features.
     variant : {"pa", "pa1", "pa2"}, default="pa2"
         PA (hard), PA-I (step clipped at C) or PA-II (squared slack). PA-II is the default:
-        it is AROW with the covariance frozen at I, r = 1/(2C) (arow.md §11).
+        it is AROW with the covariance frozen at I, r = 1/(2C) (docs/algorithms/arow.md).
     C : float, default=1.0
         Aggressiveness, in (0, inf); unused by plain PA.
 
@@ -69,7 +69,7 @@ class PAClassifier(BinaryClassifier):
 
     References
     ----------
-    Crammer et al. (2006), JMLR 7; spec ``arow.md`` §12.
+    Crammer et al. (2006), JMLR 7; ``docs/algorithms/arow.md``.
     """
 
     kind: ClassVar[str] = "pa-classifier"

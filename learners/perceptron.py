@@ -2,7 +2,7 @@
 
 References
 ----------
-Rosenblatt (1958). The perceptron. Psychological Review 65; ``shared/spec/arow.md`` §12 [X].
+Rosenblatt (1958). The perceptron. Psychological Review 65; ``docs/algorithms/arow.md``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class Perceptron(BinaryClassifier):
 
     References
     ----------
-    Rosenblatt (1958); spec ``arow.md`` §12.
+    Rosenblatt (1958); ``docs/algorithms/arow.md``.
     """
 
     kind: ClassVar[str] = "perceptron"

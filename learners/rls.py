@@ -3,7 +3,7 @@
 References
 ----------
 Haykin, Adaptive Filter Theory, ch. 10 (exponentially weighted RLS); spec
-``shared/spec/discounted_vaw.md`` §3.5 (the same recursion is the discounted-VAW core).
+``docs/algorithms/dvaw.md`` (the same recursion is the discounted-VAW core).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class RLS(Learner):
 
     References
     ----------
-    Spec ``discounted_vaw.md`` §3.5 and §7.2.
+    ``docs/algorithms/dvaw.md``.
     """
 
     kind: ClassVar[str] = "rls"

@@ -1,7 +1,7 @@
 """Second-order perceptron (Cesa-Bianchi, Conconi, Gentile 2005), full and diagonal.
 
-A baseline of the AROW paper's experiments; formulas as restated in ``shared/spec/arow.md``
-§12 (tagged [R]).
+A baseline of the AROW paper's experiments; see
+``docs/algorithms/arow.md``.
 
 References
 ----------
@@ -61,7 +61,7 @@ class SecondOrderPerceptron(BinaryClassifier):
 
     References
     ----------
-    Cesa-Bianchi, Conconi, Gentile (2005); spec ``arow.md`` §11-§12.
+    Cesa-Bianchi, Conconi, Gentile (2005); ``docs/algorithms/arow.md``.
     """
 
     kind: ClassVar[str] = "sop"

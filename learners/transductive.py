@@ -1,4 +1,4 @@
-"""Exponential weights with a transductive prior, squared loss (spec transductive.md §3, §14).
+"""Exponential weights with a transductive prior, squared loss (docs/algorithms/transductive.md).
 
 The design vectors of a block are registered before their labels (``register``); the prior
 N(0, (Y^2/lam) G_T^-1) built from them makes the exponential-weights forecaster collapse to
@@ -8,7 +8,7 @@ lam sum y^2 + d Y^2 log(1 + 1/lam), with no dependence on |x| or |theta| (Theore
 References
 ----------
 Qian, Rakhlin, Zhivotovskiy, "Refined Risk Bounds for Unbounded Losses via Transductive
-Priors" (arXiv 2410.21621), Thm. 1, Cor. 41; spec ``transductive.md`` §3, §4, §13, §14.
+Priors" (arXiv 2410.21621), Thm. 1, Cor. 41; ``docs/algorithms/transductive.md``.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ class TransductiveRegressor(BlockMixin, Learner):
     References
     ----------
     Qian, Rakhlin, Zhivotovskiy (arXiv 2410.21621), Thm. 1; Gaillard et al. (2019), Thm. 7;
-    spec ``transductive.md`` §3.1-§3.4, §14.
+    ``docs/algorithms/transductive.md``.
     """
 
     kind: ClassVar[str] = "transductive"

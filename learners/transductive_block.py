@@ -1,4 +1,4 @@
-"""The registered block of a transductive learner (spec transductive.md §14).
+"""The registered block of a transductive learner (docs/algorithms/transductive.md).
 
 A mixin for learners whose prior is built from a block of design vectors registered before
 their labels: validation of the block, canonical (sorted) storage so that the state depends

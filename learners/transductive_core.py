@@ -1,4 +1,6 @@
-"""Closed-form pieces of the transductive squared-loss forecasters (spec transductive.md §3, §8).
+"""Closed-form pieces of the transductive squared-loss forecasters.
+
+Equations: ``docs/algorithms/transductive.md``.
 
 Pure numpy functions shared by the ``transductive`` learner, its tests and the benchmark:
 

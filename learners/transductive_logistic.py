@@ -1,4 +1,4 @@
-"""Transductive Gaussian Bayes mixture for the logistic loss (spec transductive.md §6.1, §6.5).
+"""Transductive Gaussian Bayes mixture for the logistic loss (docs/algorithms/transductive.md).
 
 The service's ``tlogistic-gauss`` (§6.5): one partial-EW expert with S = X, i.e. the Bayes
 mixture p_t(y) = E_{P_t} sigma(y theta.x_t) under the transductive prior
@@ -76,7 +76,7 @@ class TransductiveLogistic(BlockMixin, BinaryClassifier):
     References
     ----------
     Qian, Rakhlin, Zhivotovskiy (arXiv 2410.21621), Definition 11, Proposition 15;
-    spec ``transductive.md`` §6.1, §6.4, §6.5.
+    ``docs/algorithms/transductive.md``.
     """
 
     kind: ClassVar[str] = "transductive-logistic"

@@ -1,4 +1,4 @@
-"""Transductive classification in one dimension, exactly (spec transductive.md §6, §7).
+"""Transductive classification in one dimension, exactly (docs/algorithms/transductive.md).
 
 Logistic loss: the transductive Gaussian Bayes mixture E_lam(S) (Definition 11, Prop. 15)
 and Algorithm 1, the exponential-weights aggregate of all 2T + 1 slab-experts (Lemma 10,

@@ -1,4 +1,4 @@
-"""Sparse transductive prior for the squared loss (spec transductive.md §4, Algorithm B).
+"""Sparse transductive prior for the squared loss (docs/algorithms/transductive.md, Algorithm B).
 
 The prior is a product of Student-t(3) densities scaled by the inverse norm of each design
 column, pi(theta) = prod_j c_j (tau_j^2 + theta_j^2)^-2, tau_j = tau / |X_j| (eq. 7, §4.1).

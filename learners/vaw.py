@@ -2,7 +2,7 @@
 
 References
 ----------
-Spec ``shared/spec/discounted_vaw.md`` §2 (Eq. 1); Jacobsen & Cutkosky (2024) §2.
+``docs/algorithms/dvaw.md`` (Eq. 1); Jacobsen & Cutkosky (2024) §2.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class VAW(Learner):
 
     References
     ----------
-    Vovk (2001); Azoury & Warmuth (2001); spec ``discounted_vaw.md`` §2, Thm 2.1.
+    Vovk (2001); Azoury & Warmuth (2001); ``docs/algorithms/dvaw.md``, Thm 2.1.
     """
 
     kind: ClassVar[str] = "vaw"

@@ -1,5 +1,5 @@
 """Shared pieces of the APAS reproductions: data, metrics (eqs. (13)-(14)), one online run,
-and markdown output. Spec ``shared/spec/apas.md`` §5.
+and markdown output (``docs/algorithms/apas.md``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Real-data index tracking (spec ``apas.md`` §5.6; paper §4.2, Figs. 4-5), offline substitutes.
+"""Real-data index tracking (paper §4.2, Figs. 4-5; ``docs/algorithms/apas.md``), offline
+substitutes.
 
 1. INDEX_2010 (benchmarks/data/sp500_2010.csv.gz): 386 S&P 500 constituents, 252 daily returns
    of 2010, target the S&P 500 index return.

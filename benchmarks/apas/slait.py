@@ -1,4 +1,4 @@
-"""SLAIT-ETE / SLAIT-DR baselines (Benidis, Feng, Palomar, IEEE TSP 2018; spec ``apas.md`` §5.3).
+"""SLAIT-ETE / SLAIT-DR baselines (Benidis, Feng, Palomar, IEEE TSP 2018).
 
 A numpy port of the majorization-minimization solver of the R package ``sparseIndexTracking``
 (``spIndexTrack``, GPL-3; algorithm re-implemented from its description, not copied):

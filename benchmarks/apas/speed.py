@@ -1,4 +1,4 @@
-"""Speed of the prox (5) (spec ``apas.md`` §5.7; paper §4.3, Fig. 6, Table 1).
+"""Speed of the prox (5) (``docs/algorithms/apas.md``; paper §4.3, Fig. 6, Table 1).
 
 Random instances (§5.7 DEFAULT): x ~ N(5e-4, 1e-4 I), w_t ~ Dirichlet(1), w^ = w_t + 1e-3 N(0, I),
 lambda = 0.05, W = simplex, h = -log(1 + x.w). Compared, in CPU seconds per solve

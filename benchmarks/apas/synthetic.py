@@ -1,4 +1,4 @@
-"""Synthetic index tracking, Gaussian and heavy-tailed (spec ``apas.md`` §5.4-§5.5; paper
+"""Synthetic index tracking, Gaussian and heavy-tailed (``docs/algorithms/apas.md``; paper
 §4.1, App. E, Table 2, Figs. 2-3).
 
 N = 100 assets, T = 200 days, 50 datasets; mu and Sigma are the sample moments of the first

@@ -1,4 +1,6 @@
-"""Shared pieces of the AROW reproduction (arow.md §13): algorithms, grids, tuning, tables.
+"""Shared pieces of the AROW reproduction: algorithms, grids, tuning, tables.
+
+See ``docs/algorithms/arow.md`` and ``benchmarks/README.md`` ("AROW under label noise").
 
 Every algorithm is built through the learner registry (``learners.build``), so the
 benchmark exercises exactly the code the service runs. Protocol (§13.1): each

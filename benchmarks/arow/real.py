@@ -1,4 +1,5 @@
-"""AROW and its baselines on bundled real binary data with flipped-label noise (arow.md §13).
+"""AROW and its baselines on bundled real binary data with flipped-label noise
+(``benchmarks/README.md``, "AROW under label noise").
 
 Run: ``python benchmarks/arow/real.py`` (about 5 minutes on 2 cores). Writes
 ``benchmarks/results/arow/real.md``, ``real.json`` and two PNGs, and prints the tables.

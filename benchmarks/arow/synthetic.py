@@ -1,4 +1,4 @@
-"""AROW synthetic label-noise study (arow.md §13.3-§13.5; the paper's Fig. 2(a) setting).
+"""AROW synthetic label-noise study (the paper's Fig. 2(a) setting; ``docs/algorithms/arow.md``).
 
 Run: ``python benchmarks/arow/synthetic.py`` (about 2-3 minutes on 2 cores). Writes
 ``benchmarks/results/arow/synthetic.md``, ``synthetic.json`` and two PNGs, prints the
@@ -37,7 +37,7 @@ D, N_TRAIN, N_TEST = 20, 5000, 10_000
 LONG_SD, SHORT_SD, NOISE_VAR = 10.0, 1.0, 2.0
 CHECKPOINTS = (50, 100, 200, 500, 1000, 2000, 3000, 4000)
 
-# arow.md §13.5: our prototype's reference numbers (20 runs), mean test error at 0% / 10%.
+# The implementation spec's prototype: reference numbers (20 runs), mean test error at 0% / 10%.
 REFERENCE = {
     "AROW-full": ("r=0.1", 0.0109, 0.0020, "r=1", 0.0240, 0.0039),
     "AROW-diag-cov": ("r=1e-4", 0.0334, 0.0069, "r=1e-4", 0.0515, 0.0108),
@@ -142,7 +142,7 @@ def tables(summary: dict, noises: list[float], runs: int) -> str:
         for n, (t0, e0, s0, t1, e1, s1) in REFERENCE.items()
     ]
     parts.append(
-        "Reference numbers of arow.md §13.5 (the spec's prototype, 20 runs; not from the paper)"
+        "Reference numbers of the spec's prototype (20 runs; not from the paper)"
         "\n\n" + markdown_table(["algorithm", "tuned (0%)", "0%", "tuned (10%)", "10%"], ref_rows)
     )
     return "\n\n".join(parts)
@@ -162,7 +162,7 @@ def acceptance(summary: dict) -> tuple[bool, str]:
         f" ({errs['AROW-diag-prec']:.4f}): {'yes' if beats_diag else 'NO'}",
     ]
     ok = lowest and beats_diag
-    lines.append(f"ACCEPTANCE (arow.md §13.5 ordering): {'PASS' if ok else 'FAIL'}")
+    lines.append(f"ACCEPTANCE (reference study ordering): {'PASS' if ok else 'FAIL'}")
     return ok, "\n".join(lines)
 
 
@@ -232,7 +232,7 @@ def main() -> int:
     setup = (
         f"Setup: d={D}, {N_TRAIN} train / {N_TEST} test per run, L={LONG_SD:g}, S={SHORT_SD:g},"
         f" noise variance {NOISE_VAR:g}; single pass; hyperparameters tuned on seed {TUNING_SEED}"
-        f" (test error) from the arow.md §13.1 grids; {args.runs} evaluation seeds;"
+        f" (test error) from the reference study's grids; {args.runs} evaluation seeds;"
         f" {elapsed:.0f} s with {args.workers} workers."
     )
     doc = "\n\n".join(

@@ -1,4 +1,4 @@
-"""Reproduce spec ``discounted_vaw.md`` §7: dynamic regret of the discounted-VAW ensemble.
+"""Reproduce the dynamic regret of the discounted-VAW ensemble (``docs/algorithms/dvaw.md``).
 
 Generators of §7.1 (exact draw order), algorithms of §7.2 (lambda = 1), the §7.4 table
 (dynamic regret, mean over seeds) next to the spec's numbers, the acceptance checks, and

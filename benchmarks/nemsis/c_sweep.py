@@ -1,4 +1,4 @@
-"""BAKLD CWeight sweep (Fig. 2 substitute, spec ``nemsis.md`` §6.2 item 5, §6.4).
+"""BAKLD CWeight sweep (Fig. 2 substitute, ``docs/algorithms/nemsis.md``).
 
 NEMSIS-NS on BAKLD = C BA + (1 - C)(-KLD), C from 0 to 1 in steps of 0.05, on three data
 sets: the §6.4 Gaussian (d = 10, p = 0.2, T = 20,000, test n = 50,000) and the synth-Adult

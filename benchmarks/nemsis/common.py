@@ -1,4 +1,4 @@
-"""Shared pieces of the NEMSIS / SCAN reproductions (spec ``shared/spec/nemsis.md`` §6).
+"""Shared pieces of the NEMSIS / SCAN reproductions (``docs/algorithms/nemsis.md``).
 
 Data (the §6.2 Gaussian generator and the Table-3 clones), evaluation of a linear scorer
 on a test set, the offline baselines of §2.6 (1PMB, a batch structural-SVM substitute,

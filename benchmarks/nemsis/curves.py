@@ -1,5 +1,5 @@
 """Measure versus training time against the offline baselines (Figs. 1, 5, 6 substitutes,
-spec ``nemsis.md`` §6.2 item 5).
+``docs/algorithms/nemsis.md``).
 
 On the synth-IJCNN (9.57%, d = 22) and synth-Adult (23.9%, d = 123) clones (n capped at
 50k, 70/30 split, z-scored), each method is evaluated on the test set at regular intervals

@@ -1,4 +1,4 @@
-"""Prior drift (Fig. 4 substitute, spec ``nemsis.md`` §6.2 item 3, §5.2 footnote 4).
+"""Prior drift (Fig. 4 substitute, ``docs/algorithms/nemsis.md``).
 
 Train at the clone's prior p (synth-Adult 23.9%, synth-Letter 3.9%; §6.2 Gaussian clones,
 n capped at 50k, 70/30 split); for each relative change delta of the test prior set

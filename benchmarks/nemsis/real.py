@@ -1,4 +1,4 @@
-"""Bundled real data (spec ``nemsis.md`` §6.1-§6.2 item 2): river Shuttle (7.2%), the river
+"""Bundled real data (``docs/algorithms/nemsis.md``): river Shuttle (7.2%), the river
 Yeast prevalence ladder (Class14 1.4%, Class9 7.4%, Class10 10.5%, Class6 24.7%, Class1
 31.5%, one feature space), sklearn breast_cancer (37.3%) and digits "0" vs rest (9.9%).
 

@@ -1,4 +1,4 @@
-"""Synthetic reproduction of the NEMSIS / SCAN claims (spec ``nemsis.md`` §6.2, §6.4).
+"""Synthetic reproduction of the NEMSIS / SCAN claims (``docs/algorithms/nemsis.md``).
 
 Part A (§6.4 reference numbers, acceptance): the §6.2 Gaussian generator, d = 10 (+ bias),
 eta0 = 1, R_W = 10, hinge gradient, eps_train = 1/(2T), prior = training prevalence, test
@@ -233,7 +233,7 @@ def main() -> None:
     t0 = time.time()
     text_a, _ = part_a(args.seeds)
     text_b, _ = part_b(args.scan_seeds)
-    parts = ["## NEMSIS / SCAN synthetic reproduction (spec nemsis.md §6.2)\n", text_a, text_b]
+    parts = ["## NEMSIS / SCAN synthetic reproduction\n", text_a, text_b]
     if not args.skip_clones:
         text_c, kld = part_c(args.clone_seeds, args.clone_cap)
         parts.append(text_c)

@@ -1,6 +1,6 @@
 """Online quantification: NEMSIS and SCAN (Kar et al., KDD 2016), measures and estimators.
 
-The measures of spec ``nemsis.md`` §1.3 are pure functions named after them
+The measures of ``docs/algorithms/nemsis.md`` are pure functions named after them
 (``kld(p, p_hat, n_samples)`` with the paper's smoothing; ``ba``, ``nss``, ``cqreward`` ...
 from confusion counts ``(tp, fp, fn, tn)``; ``*_rates`` from (TPR, TNR, p)). The learners
 are kinds ``nemsis`` and ``scan``; prevalence estimators CC / ACC / PCC / PACC are in

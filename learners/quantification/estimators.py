@@ -1,4 +1,4 @@
-"""Aggregative prevalence estimators CC, ACC, PCC, PACC (spec ``nemsis.md`` §1.2).
+"""Aggregative prevalence estimators CC, ACC, PCC, PACC (``docs/algorithms/nemsis.md``).
 
 Pure functions of classifier scores (margins ``<w, x>``): CC is the paper's estimator; ACC,
 PCC and PACC are the standard post-corrections [EXT], fed with statistics of the *same*

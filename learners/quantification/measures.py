@@ -1,4 +1,4 @@
-"""Quantification measures of spec ``nemsis.md`` §1.3, as pure numpy functions.
+"""Quantification measures of ``docs/algorithms/nemsis.md``, as pure numpy functions.
 
 Three forms per measure (§7.1.3 checks that they agree):
 
@@ -15,7 +15,7 @@ scalars or broadcastable arrays; outputs are floats or arrays accordingly.
 References
 ----------
 Kar, Narasimhan, Li, Chawla, Sebastiani (2016), "Online Optimization Methods for the
-Quantification Problem", KDD, §3.1 and Tables 1-2; spec ``nemsis.md`` §1.3-§1.5.
+Quantification Problem", KDD, §3.1 and Tables 1-2; ``docs/algorithms/nemsis.md``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 References
 ----------
 Kar, Narasimhan, Li, Chawla, Sebastiani (2016), "Online Optimization Methods for the
-Quantification Problem", KDD, Algorithm 1 and Table 1; spec ``nemsis.md`` §2.3.
+Quantification Problem", KDD, Algorithm 1 and Table 1; ``docs/algorithms/nemsis.md``.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ class NEMSIS(_Quantifier):
 
     References
     ----------
-    Kar et al. (2016), KDD, Algorithm 1; spec ``nemsis.md`` §2.3.
+    Kar et al. (2016), KDD, Algorithm 1; ``docs/algorithms/nemsis.md``.
     """
 
     kind: ClassVar[str] = "nemsis"

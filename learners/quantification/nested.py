@@ -1,4 +1,4 @@
-"""Nested concave structure of the measures (spec ``nemsis.md`` §1.4, §2.2, §2.5).
+"""Nested concave structure of the measures (``docs/algorithms/nemsis.md``).
 
 A nested concave measure is ``Psi(zeta1(P, N), zeta2(P, N))``. NEMSIS needs, at a point
 ``rho = (r1, r2)`` of (TPR, TNR) space, the values ``z = zeta(rho)`` and the gradients

@@ -7,7 +7,7 @@ setting of spec §7.5); ``SCAN`` is the streaming Algorithm 3 with the correctio
 References
 ----------
 Kar, Narasimhan, Li, Chawla, Sebastiani (2016), "Online Optimization Methods for the
-Quantification Problem", KDD, Algorithms 2-3, Table 2; spec ``nemsis.md`` §2.4-§2.5.
+Quantification Problem", KDD, Algorithms 2-3, Table 2; ``docs/algorithms/nemsis.md``.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ class SCAN(_Quantifier):
 
     References
     ----------
-    Kar et al. (2016), KDD, Algorithm 3; spec ``nemsis.md`` §2.5.
+    Kar et al. (2016), KDD, Algorithm 3; ``docs/algorithms/nemsis.md``.
     """
 
     kind: ClassVar[str] = "scan"

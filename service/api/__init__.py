@@ -1,4 +1,4 @@
-"""The HTTP API (design.md, "HTTP API"): ``create_app(settings)`` and ``serve(settings)``."""
+"""The HTTP API (docs/design.md, "HTTP API"): ``create_app(settings)`` and ``serve(settings)``."""
 
 from __future__ import annotations
 

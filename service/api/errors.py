@@ -1,4 +1,4 @@
-"""Exception handlers: design.md's status codes, never a 500 on user input.
+"""Exception handlers: docs/design.md's status codes, never a 500 on user input.
 
 Every error body is ``{"detail": "<readable message>"}`` (validation errors add ``errors``).
 """

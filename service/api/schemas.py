@@ -1,4 +1,4 @@
-"""Request and response models: the HTTP wire contract (design.md, "HTTP API").
+"""Request and response models: the HTTP wire contract (docs/design.md, "HTTP API").
 
 Floats are finite everywhere (``allow_inf_nan=False``), so NaN and inf are a readable 422.
 """

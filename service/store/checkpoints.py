@@ -1,4 +1,4 @@
-"""Offset-stamped learner state in Redis (design.md, "Checkpoints").
+"""Offset-stamped learner state in Redis (docs/design.md, "Checkpoints").
 
 All functions take a ``redis.asyncio.Redis`` created with ``decode_responses=False``
 (state blobs are binary) and a :class:`~service.store.keys.Keys`.

@@ -1,4 +1,4 @@
-"""Every Redis key string, prefix-aware (design.md, "Checkpoints"). Nothing else builds keys.
+"""Every Redis key string, prefix-aware (docs/design.md, "Checkpoints"). Nothing else builds keys.
 
 ``{id}`` is a Redis Cluster hash tag, so one model's keys share a slot.
 

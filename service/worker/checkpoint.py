@@ -1,4 +1,4 @@
-"""``Checkpoint``: when and how a worker persists its progress (design.md, "Checkpoints")."""
+"""``Checkpoint``: when and how a worker persists its progress (docs/design.md, "Checkpoints")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Event decoding and validation (design.md, "Events").
+"""Event decoding and validation (docs/design.md, "Events").
 
 Wire format (``docs/events.md``): the record key is the model id and the value is the JSON
 object ``{"model": str, "id": str, "x": [float], "y": float|int|bool|null, "ts": float|null,

@@ -1,6 +1,6 @@
 """Partition assignment: load the partition's models, void stamps of a reset log, seek.
 
-On assignment (design.md, "Checkpoints"): each partition is sought to the lowest
+On assignment (docs/design.md, "Checkpoints"): each partition is sought to the lowest
 ``offset + 1`` among its models' stamps; a model with no usable stamp makes it start from
 the log's beginning. A stamp is void when the partition now ends at or before it, or the
 record at its offset carries another event id (the memory-only broker restarted): the

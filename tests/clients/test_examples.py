@@ -1,8 +1,12 @@
-"""Every example in ``examples/`` runs against the real API and workers, as a user runs it."""
+"""Every example in ``examples/`` runs against the real API and workers, with the command
+``examples/README.md`` gives for it."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 import subprocess
 import sys
 from typing import Any
@@ -11,10 +15,38 @@ import pytest
 
 from tests.clients._client_support import ROOT
 
+#: the interpreter the README's commands name; a run from a checkout without ``.venv``
+#: (an installed test tree) uses the interpreter running the tests instead
+VENV_PYTHON = ".venv/bin/python"
+
+
+def readme_commands() -> dict[str, list[str]]:
+    """The commands ``examples/README.md`` gives, by script name, without their comment."""
+    text = (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if re.match(r"\S*python\S* examples/", line):
+            argv = shlex.split(line.split("#", 1)[0])
+            out[argv[1].removeprefix("examples/")] = argv
+    return out
+
+
+def test_readme_gives_a_runnable_command_for_every_example() -> None:
+    scripts = sorted(p.name for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
+    commands = readme_commands()
+    assert sorted(commands) == scripts
+    for argv in commands.values():
+        # a bare `python` is the system interpreter, without the clients package
+        assert argv[0] == VENV_PYTHON, argv
+        assert (ROOT / argv[1]).is_file(), argv
+
 
 def run_example(name: str, env: dict[str, str], *args: str) -> dict[str, Any]:
+    argv = readme_commands()[name]
+    if not os.access(ROOT / argv[0], os.X_OK):
+        argv = [sys.executable, *argv[1:]]
     r = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / name), "--fresh", *args],
+        [*argv, "--fresh", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -1,4 +1,4 @@
-"""APAS threshold adaptation and checkpointing: spec ``apas.md`` §6 items 14-22."""
+"""APAS threshold adaptation and checkpointing: ``docs/algorithms/apas.md``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""APAS projections and prox: spec ``apas.md`` §6 items 1-9 and 23 (CVXPY cross-checks)."""
+"""APAS projections and prox (``docs/algorithms/apas.md``), with CVXPY cross-checks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""AROW property tests: every item of ``shared/spec/arow.md`` §14, with its tolerances."""
+"""AROW property tests: every item of ``docs/algorithms/arow.md``, with its tolerances."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Baselines of the drift benchmark (spec discounted_vaw.md §7.2): ``rls`` and ``ogd``."""
+"""Baselines of the drift benchmark (docs/algorithms/dvaw.md): ``rls`` and ``ogd``."""
 
 from __future__ import annotations
 

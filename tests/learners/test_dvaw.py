@@ -1,5 +1,5 @@
-"""Discounted VAW with a fixed discount: spec discounted_vaw.md §3 and §8 items 2-8, 10, 15,
-18, 19 (items 1 and 9 are in test_vaw.py)."""
+"""Discounted VAW with a fixed discount (``docs/algorithms/dvaw.md``); classic VAW is in
+test_vaw.py."""
 
 from __future__ import annotations
 

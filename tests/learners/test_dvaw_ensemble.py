@@ -1,4 +1,4 @@
-"""Discounted-VAW meta-ensemble: spec discounted_vaw.md §4 and §8 items 9 (soft), 11-16, 18, 19."""
+"""Discounted-VAW meta-ensemble (``docs/algorithms/dvaw.md``, "Ensemble")."""
 
 from __future__ import annotations
 

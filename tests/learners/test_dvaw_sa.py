@@ -1,4 +1,4 @@
-"""Strongly-adaptive discounted-VAW ensemble: spec discounted_vaw.md §5 and §8 item 17."""
+"""Strongly-adaptive discounted-VAW ensemble: docs/algorithms/dvaw.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PA regression and the PA step of APAS: spec ``apas.md`` §6 items 10-13."""
+"""PA regression and the PA step of APAS: ``docs/algorithms/apas.md``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spec nemsis.md §7.2: gradients, conjugates and duals of the nested measures."""
+"""docs/algorithms/nemsis.md: gradients, conjugates and duals of the nested measures."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""CC / ACC / PCC / PACC (spec nemsis.md §1.2) against QuaPy, and the quantifiers' API:
-labels, unlabelled events, prevalence windows, ``quantify``."""
+"""CC / ACC / PCC / PACC (``docs/algorithms/nemsis.md``) against QuaPy, and the quantifiers'
+API: labels, unlabelled events, prevalence windows, ``quantify``."""
 
 from __future__ import annotations
 

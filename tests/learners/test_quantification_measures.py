@@ -1,5 +1,6 @@
-"""Spec nemsis.md §7.1: the measures (golden values §1.5, counts vs rates, bounds, limits),
-cross-checked against QuaPy's smoothed KLD where it defines the same measure."""
+"""The quantification measures (``docs/algorithms/nemsis.md``): golden values, counts vs
+rates, bounds, limits, cross-checked against QuaPy's smoothed KLD where it defines the same
+measure."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spec nemsis.md §7.3 (NEMSIS mechanics), §7.4 (convergence) and §7.6 (streaming)."""
+"""NEMSIS mechanics, convergence and streaming (``docs/algorithms/nemsis.md``)."""
 
 from __future__ import annotations
 

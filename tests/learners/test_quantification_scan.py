@@ -1,4 +1,4 @@
-"""Spec nemsis.md §7.5 (CAN exactness) and §7.4.5 (SCAN-NS convergence), SCAN mechanics."""
+"""CAN exactness, SCAN-NS convergence and SCAN mechanics (``docs/algorithms/nemsis.md``)."""
 
 from __future__ import annotations
 

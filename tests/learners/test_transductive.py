@@ -1,6 +1,6 @@
-"""Property tests of spec transductive.md §12 for Algorithm A (transductive VAW / ridge),
-plus the service-facing block flow of §14. Items 8-19 (sparse prior, logistic, hinge) live
-in ``test_transductive_sparse.py`` and ``test_transductive_slab.py``."""
+"""Property tests of the transductive VAW / ridge (``docs/algorithms/transductive.md``),
+plus the service-facing block flow. The sparse prior, logistic and hinge tests live in
+``test_transductive_sparse.py`` and ``test_transductive_slab.py``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The ``transductive-logistic`` kind (spec transductive.md §6.5 ``tlogistic-gauss``):
-its MALA estimate of the Bayes mixture against exact quadrature in d = 1, and the block flow."""
+"""The ``transductive-logistic`` kind (``docs/algorithms/transductive.md``): its MALA
+estimate of the Bayes mixture against exact quadrature in d = 1, and the block flow."""
 
 from __future__ import annotations
 

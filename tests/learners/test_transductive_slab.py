@@ -1,4 +1,4 @@
-"""Spec transductive.md §12 items 12-17 and 19: logistic and hinge slab-experts in d = 1."""
+"""Logistic and hinge slab-experts in d = 1 (``docs/algorithms/transductive.md``)."""
 
 from __future__ import annotations
 

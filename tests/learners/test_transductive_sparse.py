@@ -1,4 +1,4 @@
-"""Spec transductive.md §12 items 8-11: the sparse Student-t transductive prior (Algorithm B)."""
+"""docs/algorithms/transductive.md: the sparse Student-t transductive prior (Algorithm B)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Classic VAW: spec discounted_vaw.md §2 and §8 items 1 and 9."""
+"""Classic VAW (``docs/algorithms/dvaw.md``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HTTP API contract against a real Redis and a real Kafka-compatible broker (design.md,
+"""HTTP API contract against a real Redis and a real Kafka-compatible broker (docs/design.md,
 "HTTP API"): every endpoint, every error code, never a 500 on user input."""
 
 from __future__ import annotations

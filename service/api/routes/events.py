@@ -28,7 +28,7 @@ def check_label(served: Served, y: Any, where: str) -> None:
 def event_record(
     model: str, event_id: str, x: list[float], y: Any, hint: float | None, ts: float | None
 ) -> dict[str, Any]:
-    """One event on the wire (design.md, "Events"); ``hint`` only when given."""
+    """One event on the wire (docs/design.md, "Events"); ``hint`` only when given."""
     rec: dict[str, Any] = {
         "model": model,
         "id": event_id,
