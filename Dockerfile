@@ -7,8 +7,8 @@ FROM node:20-slim AS assets
 WORKDIR /assets
 COPY service/dashboard/package.json service/dashboard/package-lock.json ./dashboard/
 COPY service/docs_ui/package.json service/docs_ui/package-lock.json service/docs_ui/.npmrc ./docs_ui/
-RUN cd dashboard && npm ci --no-audit --no-fund \
- && cd ../docs_ui && npm ci --no-audit --no-fund
+RUN (cd dashboard && npm ci --no-audit --no-fund) \
+ && (cd docs_ui && npm ci --no-audit --no-fund)
 
 FROM python:3.11-slim AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
