@@ -15,6 +15,15 @@ ROOT = Path(__file__).resolve().parents[2]
 CLI_MODULE = "service.cli" if importlib.util.find_spec("service.cli") else "clients.cli"
 
 
+def run_ok(argv: list[str], env: dict[str, str], timeout: float) -> str:
+    """Run a command from the repository root, assert it succeeded; its standard output."""
+    r = subprocess.run(
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

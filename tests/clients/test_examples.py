@@ -7,13 +7,12 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 from typing import Any
 
 import pytest
 
-from tests.clients._client_support import ROOT
+from tests.clients._client_support import ROOT, run_ok
 
 #: the interpreter the README's commands name; a run from a checkout without ``.venv``
 #: (an installed test tree) uses the interpreter running the tests instead
@@ -45,17 +44,8 @@ def run_example(name: str, env: dict[str, str], *args: str) -> dict[str, Any]:
     argv = readme_commands()[name]
     if not os.access(ROOT / argv[0], os.X_OK):
         argv = [sys.executable, *argv[1:]]
-    r = subprocess.run(
-        [*argv, "--fresh", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    out = run_ok([*argv, "--fresh", *args], env, 240)
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def test_track_index_apas(cli_env: dict[str, str], workers: Any) -> None:

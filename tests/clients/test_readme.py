@@ -14,13 +14,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from typing import Any
 
 import pytest
 
-from tests.clients._client_support import ROOT
+from tests.clients._client_support import ROOT, run_ok
 
 
 def readme_python_blocks() -> list[str]:
@@ -54,17 +53,10 @@ def test_readme_curl_block_runs(cli_env: dict[str, str], workers: Any) -> None:
     host = cli_env["ONLINEPREDICT_API_URL"].removeprefix("http://").rstrip("/")
     block = readme_use_it_shell_block()
     assert "localhost:8000" in block
-    r = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", block.replace("localhost:8000", host)],
-        cwd=ROOT,
-        env=cli_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    out = run_ok(
+        ["bash", "-euo", "pipefail", "-c", block.replace("localhost:8000", host)], cli_env, 60
     )
-    assert r.returncode == 0, r.stderr[-3000:]
-    answers = json_documents(r.stdout)  # curl -s prints its answers without a newline
+    answers = json_documents(out)  # curl -s prints its answers without a newline
     created, accepted, predicted, labelled = answers
     assert created["id"] == "demand", created
     assert accepted["accepted"] == 2, accepted
@@ -95,16 +87,6 @@ def test_readme_python_block_runs(cli_env: dict[str, str], workers: Any) -> None
     (block,) = readme_python_blocks()
     python = ROOT / ".venv" / "bin" / "python"
     interpreter = str(python) if os.access(python, os.X_OK) else sys.executable
-    r = subprocess.run(
-        [interpreter, "-c", block],
-        cwd=ROOT,
-        env=cli_env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    printed = r.stdout.strip().splitlines()[-1]
+    printed = run_ok([interpreter, "-c", block], cli_env, 180).strip().splitlines()[-1]
     # the prediction, then the model's figures: all 500 events were learned
     assert "'events': 500," in printed, printed
