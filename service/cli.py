@@ -8,8 +8,16 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from typing import Annotated
+
+from service.worker import early_stop
+
+# `onlinepredict worker` (the image, compose, k8s and `up` run this): a SIGTERM during the
+# imports below is recorded, not fatal; the worker acts on it once it runs.
+if sys.argv[1:2] == ["worker"]:
+    early_stop.hold()
 
 # Before numpy loads: one BLAS thread for the worker and the API (many small matrix steps;
 # BLAS threads fighting over shared cores made d x d learners 2-12x slower). An explicit

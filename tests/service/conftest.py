@@ -59,6 +59,7 @@ class WorkerProcess:
     name: str
     log_dir: Path
     incarnation: int = 0
+    entry: tuple[str, ...] = ("-m", "service.worker")  # or the CLI: ("-m", "service.cli", "worker")
     proc: subprocess.Popen[bytes] | None = None
     logs: list[Path] = field(default_factory=list)
 
@@ -67,7 +68,7 @@ class WorkerProcess:
         self.logs.append(log)
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "service.worker"],
+                [sys.executable, *self.entry],
                 cwd=ROOT,
                 env=settings_env(
                     self.settings,

@@ -98,15 +98,18 @@ def test_idle_worker_stops_at_once_with_its_checkpoint(stack, tmp_path) -> None:
     assert "with its final checkpoint" in worker.log_text()
 
 
-def test_stop_while_starting_exits_0(stack, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    # SIGTERM as soon as the process catches it: python -m service.worker does so before
-    # its imports (service.worker.early_stop), which take about a second; SIGTERM's
-    # default action during them ended a just-restarted worker with -15 (crash test)
-    worker = WorkerProcess(stack["settings"], "early", tmp_path)
+@pytest.mark.parametrize(
+    "entry", [("-m", "service.worker"), ("-m", "service.cli", "worker")], ids=["module", "cli"]
+)
+def test_stop_while_starting_exits_0(stack, tmp_path, entry) -> None:  # type: ignore[no-untyped-def]
+    # SIGTERM as soon as the process catches it: both entries do so before their imports
+    # (service.worker.early_stop), which take about a second; SIGTERM's default action
+    # during them ended a just-restarted worker with -15 (crash test)
+    worker = WorkerProcess(stack["settings"], "early", tmp_path, entry=entry)
     worker.start()
     wait_for(worker.catches_sigterm, 10, "the worker's SIGTERM handler")
     code, took = _stop(worker)
-    _report("starting", code, took)
+    _report(f"starting, {entry[1]}", code, took)
     log = worker.log_text()
     assert code == 0, log[-2000:]
     assert "stopped while starting" in log and "consuming" not in log, log[-2000:]
