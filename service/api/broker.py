@@ -57,18 +57,29 @@ class LazyProducer:
                 self._producer = producer
         return self._producer
 
-    async def send_all(self, topic: str, key: str, events: list[dict[str, Any]]) -> None:
-        """Produce ``events`` in order under one key and wait until every one is acked."""
+    async def send_all(
+        self,
+        topic: str,
+        key: str,
+        events: list[dict[str, Any]],
+        *,
+        partition: int | None = None,
+    ) -> list[tuple[int, int]]:
+        """Produce ``events`` in order under one key (to ``partition`` when given: a model's
+        home partition) and wait until every one is acked; their (partition, offset)s."""
         producer = await self.get()
         try:
             async with asyncio.timeout(SEND_TIMEOUT_S):
                 futures = [
-                    await producer.send(topic, value=encode_event(e), key=key.encode())
+                    await producer.send(
+                        topic, value=encode_event(e), key=key.encode(), partition=partition
+                    )
                     for e in events
                 ]
-                await asyncio.gather(*futures)
+                acks = await asyncio.gather(*futures)
         except (KafkaError, TimeoutError, OSError) as exc:
             raise BrokerUnavailable(f"Kafka unavailable: {type(exc).__name__}: {exc}") from exc
+        return [(md.partition, md.offset) for md in acks]
 
     async def ping(self, topic: str) -> None:
         """Raise ``BrokerUnavailable`` unless the cluster metadata can be fetched now and

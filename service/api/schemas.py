@@ -12,6 +12,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     StringConstraints,
     model_validator,
 )
@@ -89,10 +90,22 @@ class ModelSpec(_Strict):
         description="Optional names of the dim features (index trackers: asset tickers).",
     )
 
+    # The home partition (docs/reliability.md, "Partitions"): set from a stored spec's
+    # origin, never from a request; None for a spec made before incarnations.
+    _home: int | None = PrivateAttr(default=None)
+
+    @property
+    def home(self) -> int | None:
+        return self._home
+
     @classmethod
     def from_stored(cls, raw: dict[str, Any]) -> ModelSpec:
         """Parse a stored spec, ignoring bookkeeping fields the registry keeps next to it."""
-        return cls.model_validate({k: raw[k] for k in ModelSpec.model_fields if k in raw})
+        spec = cls.model_validate({k: raw[k] for k in ModelSpec.model_fields if k in raw})
+        origin = raw.get("origin")
+        if isinstance(origin, dict):
+            spec._home = int(origin["partition"])
+        return spec
 
     @model_validator(mode="after")
     def _check_assets(self) -> ModelSpec:
@@ -118,6 +131,12 @@ class ModelStatus(BaseModel):
 
 class ModelOut(ModelSpec):
     task: str = Field(description="'regression' or 'classification'.")
+    partition: int | None = Field(
+        default=None,
+        description="The events topic partition the model lives on for life (its home:"
+        " where the API produced its creation marker); external producers send its events"
+        " there. None for a model created before home partitions existed.",
+    )
     status: ModelStatus | None = None
 
 

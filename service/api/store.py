@@ -82,9 +82,10 @@ class ApiStore:
         self._predict = redis.register_script(_PREDICT)
 
     # ---- specs (service.store.registry) ---------------------------------------------------
-    async def create_spec(self, spec: dict[str, Any]) -> bool:
-        """Store a new spec; False when the id is taken."""
-        return await registry.create_spec(self.redis, self.keys, spec)
+    async def create_spec(self, spec: dict[str, Any], *, topic: str | None = None) -> bool:
+        """Store a new spec (registered on its home partition of ``topic``); False when the
+        id is taken."""
+        return await registry.create_spec(self.redis, self.keys, spec, topic=topic)
 
     async def get_spec(self, model: str) -> dict[str, Any] | None:
         return await registry.get_spec(self.redis, self.keys, model)
@@ -92,9 +93,10 @@ class ApiStore:
     async def list_specs(self) -> list[dict[str, Any]]:
         return await registry.list_specs(self.redis, self.keys)
 
-    async def delete_model(self, model: str) -> bool:
-        """Delete the spec, checkpoint, history, dedupe ids and pending predictions."""
-        removed = await registry.delete_spec(self.redis, self.keys, model)
+    async def delete_model(self, model: str, *, topic: str | None = None) -> bool:
+        """Delete the spec, checkpoint, history, dedupe ids and pending predictions, and
+        take the model off its partitions' ``partition-models`` sets of ``topic``."""
+        removed = await registry.delete_spec(self.redis, self.keys, model, topic=topic)
         batch: list[bytes] = []
         async for key in self.redis.scan_iter(match=self.keys.prediction(model, "*"), count=1000):
             batch.append(key)

@@ -7,7 +7,10 @@ One model's checkpoint is written by one Lua script (atomic, single hash slot th
 ``{id}`` hash tag), which
 
 1. checks the version the writer loaded (compare-and-set: a worker that lost the model, or
-   a rollback in between, makes the write fail with ``CONFLICT`` instead of clobbering);
+   a rollback in between, makes the write fail with ``CONFLICT`` instead of clobbering),
+   and the incarnation it loaded against the spec's (a model deleted, or deleted and
+   re-created with the same id, makes the write fail with ``CONFLICT`` too, even when both
+   incarnations are at version 0; docs/reliability.md, "Re-creating a model");
 2. refuses a stamp that goes backwards on the same partition (``BACKWARDS``), unless the
    writer declares the old stamp void (the log was reset: ``rewind=True``);
 3. writes the hash fields (see ``keys.py``): ``state``, ``version`` + 1, the stamp
@@ -49,6 +52,17 @@ _WRITE_LUA = """
 local cur = redis.call('HMGET', KEYS[1], 'version', 'partition', 'offset')
 local ver = tonumber(cur[1]) or 0
 if ver ~= tonumber(ARGV[1]) then return {-1, ver} end
+local spec = redis.call('GET', KEYS[4])
+local inc = ''
+if spec then
+  local ok, decoded = pcall(cjson.decode, spec)
+  if ok and type(decoded) == 'table' and type(decoded['incarnation']) == 'string' then
+    inc = decoded['incarnation']
+  end
+elseif ARGV[18] ~= '' then
+  return {-1, ver}
+end
+if inc ~= ARGV[18] then return {-1, ver} end
 if ARGV[2] ~= '1' and cur[2] and tonumber(cur[2]) == tonumber(ARGV[3])
    and tonumber(cur[3]) > tonumber(ARGV[4]) then
   return {-2, ver}
@@ -71,10 +85,10 @@ if ARGV[17] ~= '' then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '(' .. ARGV[17], '+inf')
 end
 local skeep = tonumber(ARGV[13])
-local n = tonumber(ARGV[18])
+local n = tonumber(ARGV[19])
 if skeep > 0 and n > 0 then
   for i = 1, n do
-    redis.call('ZADD', KEYS[3], tonumber(ARGV[18 + 2 * i - 1]), ARGV[18 + 2 * i])
+    redis.call('ZADD', KEYS[3], tonumber(ARGV[19 + 2 * i - 1]), ARGV[19 + 2 * i])
   end
   redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(skeep + 1))
 end
@@ -154,6 +168,7 @@ class CheckpointWrite:
     rewind: bool = False
     barrier: Stamp | None = None  # the last rollback control event decided
     unsee_above: int | None = None  # drop seen ids scored above this (after a rollback)
+    incarnation: str = ""  # the spec's; "" for a spec made before incarnations
 
 
 @dataclass(frozen=True)
@@ -378,10 +393,16 @@ async def write_checkpoints(
                 now,
                 _encode_barrier(w.barrier),
                 "" if w.unsee_above is None else w.unsee_above,
+                w.incarnation,
                 len(w.new_ids),
                 *seen_args,
             ]
-            km = [keys.state(w.model), keys.history(w.model), keys.seen(w.model)]
+            km = [
+                keys.state(w.model),
+                keys.history(w.model),
+                keys.seen(w.model),
+                keys.spec(w.model),
+            ]
             await script(keys=km, args=args, client=pipe)
         if extra is not None:
             extra(pipe)

@@ -12,8 +12,16 @@ way) and a :class:`~service.store.keys.Keys`::
     await list_specs(redis, keys)                   # -> list[dict], sorted by id
     await delete_spec(redis, keys, "m1")            # -> bool (False: unknown id)
 
-``delete_spec`` also removes the model's state, history and seen-ids keys; the worker that
-owns the model notices on its next checkpoint (version check) and drops it.
+``delete_spec`` also removes the model's state, history and seen-ids keys and takes it off
+its partition's ``partition-models`` set; the worker that owns the model notices on its next
+checkpoint (version and incarnation check) and drops it.
+
+Incarnations (docs/reliability.md, "Re-creating a model"): a spec created through the API
+carries ``incarnation`` (a random id) and ``origin`` (``partition``, ``offset``, ``event_id``
+of the ``created`` marker event the API produced before storing the spec). The model's
+lineage starts there: a worker treats the origin as the model's first stamp, so a model
+re-created with the id of a deleted one never learns the deleted one's events, and the
+origin's partition is the model's home partition for life.
 """
 
 from __future__ import annotations
@@ -30,17 +38,36 @@ def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def home_partition(spec: dict[str, Any]) -> int | None:
+    """The partition a model lives on for life (its origin's), or None for a spec made
+    before incarnations (it lives where its first stamp is)."""
+    origin = spec.get("origin")
+    return int(origin["partition"]) if isinstance(origin, dict) else None
+
+
 async def create_spec(
-    redis: Redis, keys: Keys, spec: dict[str, Any], *, overwrite: bool = False
+    redis: Redis,
+    keys: Keys,
+    spec: dict[str, Any],
+    *,
+    overwrite: bool = False,
+    topic: str | None = None,
 ) -> bool:
     """Store ``spec`` under ``spec["id"]``; False (and no change) if it exists and not
-    ``overwrite``."""
+    ``overwrite``. With ``topic``, a spec with an origin is also registered on its home
+    partition's ``partition-models`` set, so a worker assigned that partition replays from
+    the origin even if the model's first checkpoint is lost."""
     model = str(spec["id"])
     payload = json.dumps(spec, sort_keys=True, separators=(",", ":"))
     stored = await redis.set(keys.spec(model), payload, nx=not overwrite)
     if not stored:
         return False
-    await redis.sadd(keys.models(), model)
+    home = home_partition(spec)
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.sadd(keys.models(), model)
+        if topic is not None and home is not None:
+            pipe.sadd(keys.partition_models(topic, home), model)
+        await pipe.execute()
     return True
 
 
@@ -67,9 +94,22 @@ async def list_specs(redis: Redis, keys: Keys) -> list[dict[str, Any]]:
     return [specs[m] for m in ids if m in specs]
 
 
-async def delete_spec(redis: Redis, keys: Keys, model: str) -> bool:
-    """Delete the spec and the model's state, history and seen ids; False if unknown."""
+async def delete_spec(redis: Redis, keys: Keys, model: str, *, topic: str | None = None) -> bool:
+    """Delete the spec and the model's state, history and seen ids; False if unknown.
+    With ``topic``, also take the model off the ``partition-models`` sets of its home
+    partition and of its last stamp's partition (it must not pin a partition's start)."""
+    spec = await get_spec(redis, keys, model)
+    stamp_partition = await redis.hget(keys.state(model), "partition")
+    home = home_partition(spec) if spec else None
+    partitions = set() if home is None else {home}
+    if stamp_partition not in (None, b"", ""):
+        partitions.add(int(stamp_partition))
     removed = await redis.delete(keys.spec(model))
-    await redis.delete(keys.state(model), keys.history(model), keys.seen(model))
-    await redis.srem(keys.models(), model)
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.delete(keys.state(model), keys.history(model), keys.seen(model))
+        pipe.srem(keys.models(), model)
+        if topic is not None:
+            for p in partitions:
+                pipe.srem(keys.partition_models(topic, p), model)
+        await pipe.execute()
     return bool(removed)

@@ -41,7 +41,7 @@ class Event:
     y: Any
     ts: float | None = None
     hint: float | None = None
-    type: str = "example"  # "register" (docs/events.md §3) or "rollback" (§4)
+    type: str = "example"  # "register" (docs/events.md §3), "rollback" (§4) or "created"
     vectors: list[list[float]] | None = None
     version: int | None = None  # rollback: the checkpoint version to restore
 
@@ -150,10 +150,13 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
             raise InvalidEvent(f"'version' must be an integer >= 1, got {version!r}", model)
         ts = _optional_number(obj, "ts", model)
         return Event(model, event_id, [], None, ts=ts, type="rollback", version=version)
+    if kind == "created":  # a model's creation marker (docs/design.md, "Events")
+        return Event(model, event_id, [], None, type="created")
     if kind is not None:
         if kind != "register":
             raise InvalidEvent(
-                f"unknown event type {kind!r} (known: 'register', 'rollback')", model
+                f"unknown event type {kind!r} (known: 'register', 'rollback', 'created')",
+                model,
             )
         return Event(
             model=model,

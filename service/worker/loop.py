@@ -25,7 +25,7 @@ from service.worker.context import WorkerContext, default_worker_id
 from service.worker.deadletter import DeadLetters
 from service.worker.events import Event, InvalidEvent, decode_event, raw_event_id
 from service.worker.faults import Faults
-from service.worker.loading import load_models
+from service.worker.loading import load_models, resync_model
 from service.worker.models import APPLIED, DUPLICATE, REJECTED, SKIPPED
 from service.worker.rebalance import RebalanceListener
 from service.worker.retry import RedisUnavailable
@@ -150,7 +150,7 @@ async def _handle(
     st.processed += 1
     if isinstance(ev, InvalidEvent):
         rt = ctx.models.get(ev.model) if ev.model and rec.key == ev.model.encode() else None
-        if rt is not None:
+        if rt is not None and rt.foreign(tp.partition) is None:
             if rt.covers(tp.partition, rec.offset):
                 st.skipped += 1
                 return
@@ -161,10 +161,18 @@ async def _handle(
         await ctx.deadletters.send(rec, ev.reason)
         return
     rt = ctx.models.get(ev.model)
+    if ev.type == "created":
+        await _created(ctx, tp, rec, ev)
+        return
     if rt is None:
         st.rejected += 1
         reason = failed.get(ev.model) or f"unknown model {ev.model!r}"
         await ctx.deadletters.send(rec, reason)
+        return
+    foreign = rt.foreign(tp.partition)
+    if foreign is not None:  # changes nothing: not covered by the stamp, seen on replays
+        st.rejected += 1
+        await ctx.deadletters.send(rec, foreign)
         return
     if ev.type == "rollback":
         await handle_rollback(ctx, tp, rec, ev, rt)
@@ -182,6 +190,19 @@ async def _handle(
     elif outcome == REJECTED:
         st.rejected += 1
         await ctx.deadletters.send(rec, rt.last_reason)
+
+
+async def _created(ctx: WorkerContext, tp: TopicPartition, rec: ConsumerRecord, ev: Event) -> None:
+    """A model's creation marker. Not user data: never dead-lettered, never counted against
+    a model. Its own incarnation's marker is covered by the origin stamp; another one that
+    its stamp does not cover means the model was re-created while this worker held it, so
+    the stored incarnation is loaded (docs/reliability.md, "Re-creating a model")."""
+    ctx.stats.skipped += 1
+    rt = ctx.models.get(ev.model)
+    if rt is None or rt.covers(tp.partition, rec.offset) or rt.foreign(tp.partition):
+        return
+    if rt.origin is None or rt.origin.event_id != ev.id:
+        await resync_model(ctx, ev.model)
 
 
 def refetch(ctx: WorkerContext, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:

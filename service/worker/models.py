@@ -62,6 +62,30 @@ class ModelRuntime:
     # below it on its partition are re-deliveries after the seek-back and are skipped
     barrier: Stamp | None = None
     unsee_above: int | None = None  # after a rollback: drop seen ids applied after it
+    # the spec's incarnation and origin (the ``created`` marker): "" / None for a spec made
+    # before incarnations (docs/reliability.md, "Re-creating a model")
+    incarnation: str = ""
+    origin: Stamp | None = None
+
+    @property
+    def home(self) -> int | None:
+        """The partition the model lives on: its origin's, else its stamp's (a model made
+        before home partitions), else None (nothing learned yet)."""
+        ref = self.origin or self.stamp
+        return ref.partition if ref is not None else None
+
+    def foreign(self, partition: int) -> str | None:
+        """Why an event on ``partition`` cannot be applied (not the model's home), or None.
+        Such an event changes nothing, the per-model counters included: it is not covered
+        by the model's stamp, so it would be counted again on every replay."""
+        home = self.home
+        if home is None or home == partition:
+            return None
+        return (
+            f"model {self.model!r} lives on partition {home} of the events topic (its home"
+            f" since creation); this event came on partition {partition}: re-send it to"
+            f" partition {home} (docs/reliability.md, \"Partitions\")"
+        )
 
     @classmethod
     def create(
@@ -77,10 +101,27 @@ class ModelRuntime:
         Raises ``ValueError`` (bad spec or undecodable state) with a readable message.
         """
         model = str(spec["id"])
+        incarnation = str(spec.get("incarnation", ""))
+        raw_origin = spec.get("origin")
+        origin = (
+            Stamp(int(raw_origin["partition"]), int(raw_origin["offset"]), raw_origin["event_id"])
+            if isinstance(raw_origin, dict)
+            else None
+        )
         if stored is None:
             learner = learners.build(str(spec["kind"]), int(spec["dim"]), **spec.get("params", {}))
             stats = RunningStats(learner.task, learner.dim)
-            return cls(model, spec, learner, stats, seen_keep=seen_keep)
+            # a new incarnation covers everything up to its creation marker
+            return cls(
+                model,
+                spec,
+                learner,
+                stats,
+                seen_keep=seen_keep,
+                stamp=origin,
+                incarnation=incarnation,
+                origin=origin,
+            )
         learner = learners.load_state(decode_state(stored.state))
         stats = (
             RunningStats.from_state(decode_state(stored.stats))
@@ -97,6 +138,8 @@ class ModelRuntime:
             stamp=stored.stamp,
             seen_keep=seen_keep,
             barrier=stored.barrier,
+            incarnation=incarnation,
+            origin=origin,
         )
         for event_id in seen[-seen_keep:] if seen_keep else []:
             rt.seen[event_id] = None
@@ -110,6 +153,10 @@ class ModelRuntime:
     def handle(self, event: Event, partition: int, offset: int) -> str:
         if self.covers(partition, offset):
             return SKIPPED
+        foreign = self.foreign(partition)
+        if foreign is not None:
+            self.last_reason = foreign
+            return REJECTED
         self.stamp = Stamp(partition, offset, event.id)
         self.dirty = True
         if event.id in self.seen:
@@ -154,6 +201,9 @@ class ModelRuntime:
         turns non-finite), the model is put back as it was and the whole group goes through
         ``handle`` one by one, which finds and rejects the bad events.
         """
+        foreign = self.foreign(items[0][1]) if items else None
+        if foreign is not None:  # a group is one partition's
+            return [(REJECTED, foreign) for _ in items]
         keep = self.seen_keep
         if keep and len(items) > keep:
             return [self._one(*item) for item in items]  # the window would turn over
@@ -282,6 +332,7 @@ class ModelRuntime:
             rewind=self.rewind,
             barrier=self.barrier,
             unsee_above=self.unsee_above,
+            incarnation=self.incarnation,
         )
 
     def written(self, version: int) -> None:

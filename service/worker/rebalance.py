@@ -1,10 +1,11 @@
 """Partition assignment: load the partition's models, void stamps of a reset log, seek.
 
 On assignment (docs/design.md, "Checkpoints"): each partition is sought to the lowest
-``offset + 1`` among its models' stamps; a model with no usable stamp makes it start from
-the log's beginning. A stamp is void when the partition now ends at or before it, or the
-record at its offset carries another event id (the memory-only broker restarted): the
-model keeps its learned state and learns the new log from its start.
+``offset + 1`` among its models' stamps (a model's origin is its first stamp); a model with
+no usable stamp, or no registered model at all, makes it start from the log's beginning
+(never from Kafka's committed offset). A stamp is void when the partition now ends at or
+before it, or the record at its offset carries another event id (the memory-only broker
+restarted): the model keeps its learned state and learns the new log from its start.
 On revoke: checkpoint everything, then drop the revoked partitions' models.
 """
 
@@ -78,9 +79,12 @@ async def restore_partition(ctx: WorkerContext, tp: TopicPartition) -> int:
         await with_redis(ctx, forget, "forget deleted models")
     begin = (await consumer.beginning_offsets([tp]))[tp]
     positions: list[int] = []
-    for rt in loaded.values():
+    for model, rt in list(loaded.items()):
+        if rt.foreign(tp.partition):  # registered here once, lives elsewhere: must not pin
+            del loaded[model]
+            continue
         s = rt.stamp
-        if s is None or s.partition != tp.partition:
+        if s is None:
             positions.append(begin)
             continue
         if s.offset >= begin and await stamp_is_void(ctx, tp, s):
@@ -95,11 +99,10 @@ async def restore_partition(ctx: WorkerContext, tp: TopicPartition) -> int:
         else:
             positions.append(s.offset + 1)
     ctx.models.update(loaded)
-    if positions:
-        target = min(positions)
-    else:
-        committed = await consumer.committed(tp)
-        target = committed if committed is not None else begin
+    # Never Kafka's committed offset: it can be ahead of what Redis holds (a lost first
+    # checkpoint), and what lies between would be skipped unlearned. A partition with no
+    # registered model is read from its start; the stamps and origins skip what is learned.
+    target = min(positions) if positions else begin
     consumer.seek(tp, target)
     ctx.next_offset[tp] = target
     logger.info(

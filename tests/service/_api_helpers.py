@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from redis.asyncio import Redis
 
 import learners
 from service.config import Settings
+from service.store import registry
 from service.store.checkpoints import CheckpointWrite, Counters, Stamp, write_checkpoints
 from service.store.keys import Keys
 
@@ -21,8 +23,8 @@ from service.store.keys import Keys
 def events_for(
     settings: Settings, model: str, until: Callable[[list[dict[str, Any]]], bool], timeout=20.0
 ) -> list[dict[str, Any]]:
-    """Every event keyed ``model`` on the events topic, read from the start until ``until``
-    holds (or ``timeout`` seconds of polling ran out)."""
+    """Every event keyed ``model`` on the events topic (its creation marker left out), read
+    from the start until ``until`` holds (or ``timeout`` seconds of polling ran out)."""
 
     async def run() -> list[dict[str, Any]]:
         consumer = AIOKafkaConsumer(**settings.kafka_options(), enable_auto_commit=False)
@@ -39,8 +41,9 @@ def events_for(
                 batches = await consumer.getmany(timeout_ms=500)
                 for records in batches.values():
                     for r in records:
-                        if r.key == model.encode():
-                            found.append(json.loads(r.value) | {"_partition": r.partition})
+                        event = json.loads(r.value)
+                        if r.key == model.encode() and event.get("type") != "created":
+                            found.append(event | {"_partition": r.partition})
                 if until(found):
                     break
             return found
@@ -83,7 +86,14 @@ def write_state(
     )
 
     async def go(redis: Redis, keys: Keys) -> int:
-        (result,) = await write_checkpoints(redis, keys, [write])
+        spec = await registry.get_spec(redis, keys, model) or {}
+        home = registry.home_partition(spec) or 0  # the worker writes its own incarnation
+        w = replace(
+            write,
+            incarnation=spec.get("incarnation", ""),
+            stamp=replace(write.stamp, partition=home),
+        )
+        (result,) = await write_checkpoints(redis, keys, [w])
         assert result.outcome == "ok", result
         return result.version
 

@@ -199,10 +199,15 @@ def replay(specs: dict[str, dict[str, Any]], log: list[tuple[int, int, Any, byte
         for m, s in specs.items()
     }
     seen: dict[str, set[str]] = {m: set() for m in specs}
-    for _, _, _, value in log:
+    # a model created through the API lives on its origin's partition, after its origin
+    origins = {m: s["origin"] for m, s in specs.items() if isinstance(s.get("origin"), dict)}
+    for partition, offset, _, value in log:
         ev = json.loads(value)
         r = out.get(ev["model"])
-        if r is None:
+        if r is None or ev.get("type") == "created":
+            continue
+        o = origins.get(ev["model"])
+        if o is not None and (partition != o["partition"] or offset <= o["offset"]):
             continue
         if ev["id"] in seen[ev["model"]]:
             r.duplicates += 1

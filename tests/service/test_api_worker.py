@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from service.api import create_app
 from service.config import Settings
+from tests.service._api_helpers import redis_call
 
 pytestmark = pytest.mark.service
 
@@ -139,3 +140,57 @@ def test_registered_block_is_applied_by_the_worker(stack: tuple[TestClient, Sett
     assert status["applied"] == 1 and status["rejected"] == 0
     p = client.post(f"/v1/models/{mid}/predict", json={"x": block[2]})
     assert p.status_code == 200 and p.json()["model_version"] == status["version"]
+
+
+def test_recreated_model_learns_only_its_own_events(stack: tuple[TestClient, Settings]) -> None:
+    """Deleting a model and creating one with the same id starts a new lineage: the new
+    model learns the events sent after its creation, not the deleted model's (before
+    incarnations it re-learned all of them: 110 applied for 11 sent)."""
+    import learners
+    from service.store import registry
+
+    client, settings = stack
+    mid = "e2e-reset"
+    spec = {"id": mid, "kind": "pa", "dim": 2}
+    rng = np.random.default_rng(11)
+
+    def send(prefix: str, n: int) -> list[dict[str, Any]]:
+        events = [
+            {"id": f"{prefix}{i}", "x": rng.normal(size=2).tolist(), "y": float(rng.normal())}
+            for i in range(n)
+        ]
+        assert client.post(f"/v1/models/{mid}/events", json={"events": events}).status_code == 202
+        return events
+
+    assert client.post("/v1/models", json=spec).status_code == 201
+    send("old", 100)
+    wait_status(client, mid, lambda s: s["applied"] == 100)
+    assert client.delete(f"/v1/models/{mid}").status_code == 204
+
+    async def registered(r: Any, keys: Any) -> list[int]:
+        parts = []
+        for p in range(16):
+            if await r.sismember(keys.partition_models(settings.events_topic, p), mid):
+                parts.append(p)
+        return parts
+
+    assert redis_call(settings, registered) == []  # a deleted model pins no partition
+
+    created = client.post("/v1/models", json=spec)
+    assert created.status_code == 201
+    home = created.json()["partition"]
+    assert home is not None
+    stored = redis_call(settings, lambda r, k: registry.get_spec(r, k, mid))
+    assert stored["origin"]["partition"] == home and stored["incarnation"]
+    new = send("new", 10)
+    wait_status(client, mid, lambda s: s["applied"] >= 10)
+    new += send("last", 1)  # learned after anything the log holds before it
+    status = wait_status(client, mid, lambda s: s["applied"] >= 11)
+    assert status["applied"] == 11 and status["duplicate"] == 0
+
+    reference = learners.build("pa", 2)
+    for e in new:
+        reference.learn(e["x"], e["y"])
+    probe = [0.5, -0.25]
+    p = client.post(f"/v1/models/{mid}/predict", json={"x": probe}).json()
+    assert p["predictions"][0]["value"] == reference.predict(probe).value

@@ -138,7 +138,7 @@ async def register_block(
         "vectors": body.vectors,
         "ts": time.time(),
     }
-    await producer.send_all(settings.events_topic, model.id, [record])
+    await producer.send_all(settings.events_topic, model.id, [record], partition=model.home)
     info = (
         {str(k): jsonable(v) for k, v in (summary or {}).items()}
         if isinstance(summary, dict)

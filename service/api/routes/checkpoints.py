@@ -87,5 +87,5 @@ async def rollback(
         "version": body.version,
         "ts": time.time(),
     }
-    await producer.send_all(settings.events_topic, model.id, [record])
+    await producer.send_all(settings.events_topic, model.id, [record], partition=model.home)
     return RollbackAccepted(event_id=event_id, version=body.version)

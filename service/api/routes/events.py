@@ -65,5 +65,5 @@ async def send_events(
         event_record(model.id, e.id or uuid.uuid4().hex, e.x, e.y, e.hint, e.ts)
         for e in body.events
     ]
-    await producer.send_all(settings.events_topic, model.id, records)
+    await producer.send_all(settings.events_topic, model.id, records, partition=model.home)
     return Accepted(accepted=len(records), ids=[r["id"] for r in records])

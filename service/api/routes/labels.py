@@ -51,7 +51,7 @@ async def send_label(
     record = event_record(model.id, event_id, claim.x, body.y, claim.hint, body.ts)
     record["prediction_id"] = body.prediction_id
     try:
-        await producer.send_all(settings.events_topic, model.id, [record])
+        await producer.send_all(settings.events_topic, model.id, [record], partition=model.home)
     except BaseException:
         # Unclaim so the caller can retry; the fixed event id dedupes a send that did land.
         with contextlib.suppress(Exception):

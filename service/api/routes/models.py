@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+
 from fastapi import APIRouter, HTTPException, Response, status
 
 import learners
-from service.api.deps import CacheDep, ModelDep, SettingsDep, StoreDep
+from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep, StoreDep
 from service.api.routes._common import errors
 from service.api.schemas import ModelList, ModelOut, ModelSpec, ModelStatus
 from service.api.security import ReadKey, WriteKey
@@ -22,8 +24,15 @@ def _out(spec: ModelSpec, status_: dict[str, int | float | None] | None = None) 
     return ModelOut(
         **spec.model_dump(),
         task=task,
+        partition=spec.home,
         status=ModelStatus.model_validate(status_) if status_ else None,
     )
+
+
+def created_marker(model: str, incarnation: str) -> dict[str, str]:
+    """The control event that starts a model's lineage in the log (docs/design.md,
+    "Events"): a worker never applies the model's events at or before it."""
+    return {"model": model, "id": f"created:{incarnation}", "type": "created"}
 
 
 @router.post(
@@ -33,9 +42,16 @@ def _out(spec: ModelSpec, status_: dict[str, int | float | None] | None = None) 
     dependencies=[WriteKey],
     responses=errors(401, 409, 413, 422, 503),
 )
-async def create_model(spec: ModelSpec, settings: SettingsDep, store: StoreDep) -> ModelOut:
+async def create_model(
+    spec: ModelSpec, settings: SettingsDep, store: StoreDep, producer: ProducerDep
+) -> ModelOut:
     """Create a model; the spec is checked by building its learner (422 with its message),
-    after its declared state is checked against ``max_state_bytes`` (422 naming both)."""
+    after its declared state is checked against ``max_state_bytes`` (422 naming both).
+
+    A new incarnation: the API first produces a ``created`` marker to the model's partition
+    (503 while the broker is down), then stores the spec with the marker's position as its
+    origin. The model learns only events after the marker, so re-creating a deleted id
+    starts afresh (docs/reliability.md, "Re-creating a model")."""
     if spec.dim > settings.max_dim:
         raise ValueError(f"dim {spec.dim} exceeds this server's limit of {settings.max_dim}")
     check_state_budget(spec, settings)  # before building: the learner may not fit at all
@@ -43,9 +59,25 @@ async def create_model(spec: ModelSpec, settings: SettingsDep, store: StoreDep) 
         build_learner(spec)
     except TypeError as exc:  # e.g. a list where a number belongs: still the caller's input
         raise ValueError(f"{spec.kind}: {exc}") from None
-    if not await store.create_spec(spec.model_dump(mode="json")):
-        raise HTTPException(status.HTTP_409_CONFLICT, detail=f"model {spec.id!r} already exists")
-    return _out(spec)
+    if await store.get_spec(spec.id) is not None:  # before producing a marker for nothing
+        raise _exists(spec.id)
+    incarnation = uuid.uuid4().hex
+    marker = created_marker(spec.id, incarnation)
+    [(partition, offset)] = await producer.send_all(settings.events_topic, spec.id, [marker])
+    stored = {
+        **spec.model_dump(mode="json"),
+        "incarnation": incarnation,
+        "origin": {"partition": partition, "offset": offset, "event_id": marker["id"]},
+    }
+    # a concurrent create of the same id may win here: its marker starts the lineage, ours
+    # is ignored by the workers (it names another incarnation)
+    if not await store.create_spec(stored, topic=settings.events_topic):
+        raise _exists(spec.id)
+    return _out(ModelSpec.from_stored(stored))
+
+
+def _exists(model: str) -> HTTPException:
+    return HTTPException(status.HTTP_409_CONFLICT, detail=f"model {model!r} already exists")
 
 
 def check_state_budget(spec: ModelSpec, settings: Settings) -> None:
@@ -98,8 +130,10 @@ async def get_model(model: ModelDep, store: StoreDep) -> ModelOut:
     dependencies=[WriteKey],
     responses=errors(401, 404, 503),
 )
-async def delete_model(model: ModelDep, store: StoreDep, cache: CacheDep) -> Response:
+async def delete_model(
+    model: ModelDep, settings: SettingsDep, store: StoreDep, cache: CacheDep
+) -> Response:
     """Delete a model: spec, checkpoint, history and pending predictions."""
-    await store.delete_model(model.id)
+    await store.delete_model(model.id, topic=settings.events_topic)
     cache.forget(model.id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
