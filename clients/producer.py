@@ -1,6 +1,10 @@
 """Kafka producer helper: events in docs/design.md's JSON, keyed by model id, batched.
 
 The key is the model id, so all of a model's events land on one partition (single writer).
+A model created through the API lives on one partition for life, its home (``partition``
+in ``GET /v1/models/{id}``): give the producer ``partitions={model: partition}`` so its
+events go there even after partitions are added to the topic (the worker dead-letters a
+model's events that arrive on another partition; docs/reliability.md, "Partitions").
 Each event gets a uuid4 ``id`` where it has none: that id is the worker's idempotency key,
 so re-sending after a failure can never double-apply an event. The producer is *not*
 Kafka-idempotent (the testbed broker lacks it); correctness relies on the event ids.
@@ -84,6 +88,9 @@ class EventProducer:
         How long aiokafka waits to fill a batch.
     max_batch_size : int, default=262144
         Bytes per partition batch.
+    partitions : Mapping[str, int], optional
+        Home partition per model (``partition`` of ``GET /v1/models/{id}``); a model listed
+        here is produced to that partition, any other by its key's hash.
     **kafka : Any
         Passed to ``AIOKafkaProducer`` (``security_protocol``, ``sasl_mechanism``,
         ``sasl_plain_username``, ``sasl_plain_password``, ``ssl_context``, ...).
@@ -106,10 +113,12 @@ class EventProducer:
         topic: str | None = None,
         linger_ms: int = 5,
         max_batch_size: int = 256 * 1024,
+        partitions: Mapping[str, int] | None = None,
         **kafka: Any,
     ) -> None:
         self.bootstrap = bootstrap or default_bootstrap()
         self.topic = topic or default_topic()
+        self.partitions = dict(partitions or {})
         self._options = {
             "linger_ms": linger_ms,
             "max_batch_size": max_batch_size,
@@ -153,8 +162,12 @@ class EventProducer:
 
     async def send_event(self, event: Mapping[str, Any]) -> asyncio.Future[Any]:
         """Queue one prepared event (see `make_event`); returns the delivery future."""
+        model = str(event["model"])
         return await self._require().send(
-            self.topic, value=encode_event(event), key=str(event["model"]).encode()
+            self.topic,
+            value=encode_event(event),
+            key=model.encode(),
+            partition=self.partitions.get(model),
         )
 
     async def send(

@@ -86,3 +86,17 @@ async def test_round_trip_keyed_by_model(make_settings: Any) -> None:
         assert [v["x"] for v in labelled] == frame.to_numpy().tolist()
     unlabelled = [json.loads(r.value) for r in ours if json.loads(r.value)["id"] == "fixed-id"]
     assert unlabelled[0]["y"] is None
+
+
+async def test_a_model_with_a_home_partition_is_produced_there(make_settings: Any) -> None:
+    settings = make_settings()
+    bootstrap, topic = settings.kafka_bootstrap, settings.events_topic
+    model = f"home-{uuid.uuid4().hex[:6]}"
+    async with EventProducer(bootstrap, topic=topic) as hashed:
+        await hashed.send(model, [1.0], 1.0, id="by-hash")
+    by_hash = (await _read(bootstrap, topic, {model.encode()}, 1))[0].partition
+    home = (by_hash + 1) % settings.partitions  # not where its key hashes to
+    async with EventProducer(bootstrap, topic=topic, partitions={model: home}) as producer:
+        await producer.send_many(model, np.eye(2)[:, :1], [1.0, 2.0])
+    records = await _read(bootstrap, topic, {model.encode()}, 3)
+    assert [r.partition for r in records if json.loads(r.value)["id"] != "by-hash"] == [home] * 2
