@@ -149,7 +149,11 @@ def test_kafka_down_is_503_and_the_label_can_be_retried(settings: Settings) -> N
         TestClient(create_app(settings)) as live,
     ):
         mid = new_id()
-        assert c.post("/v1/models", json={"id": mid, "kind": "pa", "dim": 2}).status_code == 201
+        spec = {"id": mid, "kind": "pa", "dim": 2}
+        r = c.post("/v1/models", json=spec)  # creating produces the model's created marker
+        assert r.status_code == 503 and r.json()["detail"].startswith("Kafka unavailable")
+        assert c.get(f"/v1/models/{mid}").status_code == 404  # nothing half-created
+        assert live.post("/v1/models", json=spec).status_code == 201
         pred = c.post(f"/v1/models/{mid}/predict", json={"x": [1, 2]})
         assert pred.status_code == 200  # predictions need Redis only
         pid = pred.json()["predictions"][0]["prediction_id"]

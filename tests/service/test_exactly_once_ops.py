@@ -7,8 +7,9 @@ guarantees": its checkpoint has ``applied`` == the number of distinct valid even
 delivered to that model incarnation, ``ids_sum`` == the reference sum over exactly those ids,
 and the state bytes equal a clean in-process replay of them (``tests.service.conftest.replay``).
 
-They fail on the current code and are marked ``xfail(strict=True)``: the day one is fixed it
-XPASSes, which fails the suite, and its mark is to be removed.
+Those still marked ``xfail(strict=True)`` fail on the current code: the day one is fixed it
+XPASSes, which fails the suite, and its mark is to be removed. Each unmarked one failed
+before its fix, with the numbers in its docstring.
 
 Where a test waits, it waits on the worker group's committed Kafka offset reaching the end
 of the records it produced: a worker commits only after the checkpoint that covers them is
@@ -43,7 +44,7 @@ from tests.service._ops_support import (
     wait_committed,
     worker_records,
 )
-from tests.service.conftest import FAST, WorkerProcess, replay, run
+from tests.service.conftest import FAST, WorkerProcess, read_topic, replay, run
 
 pytestmark = [pytest.mark.service, pytest.mark.slow]
 
@@ -54,20 +55,12 @@ def _spec(model: str) -> dict:
     return {"id": model, "kind": "pa", "dim": 3, "params": {"C": 0.5}}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ExactlyOnceBroken,
-    reason=(
-        "issue 14: a re-created model has no stamp, its partition is sought to the log start "
-        "and it learns the deleted model's events: 110 applied for 10 sent after re-creation;"
-        " delete_spec leaves the id in partition-models"
-    ),
-)
 def test_recreated_model_learns_only_events_after_its_creation(
     make_settings, redis_client: redis_lib.Redis, tmp_path: Path
 ) -> None:
     """DELETE /v1/models/{id} then POST /v1/models with the same id: the new incarnation
-    learns the events produced after its creation, and nothing of the deleted model's."""
+    learns the events produced after its creation, and nothing of the deleted model's
+    (before incarnations: 110 applied for 10, and the id left in partition-models)."""
     st = make_settings(**FAST)
     keys, model = Keys(st.key_prefix), "reborn"
     spec = _spec(model)
@@ -94,20 +87,15 @@ def test_recreated_model_learns_only_events_after_its_creation(
     assert_exact(problems)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ExactlyOnceBroken,
-    reason=(
-        "issue 14: the stamp names the added partition, so at the restart the first partition"
-        " is replayed from its start: 425 applied for 225 distinct ids"
-    ),
-)
-def test_model_events_on_an_added_partition_are_each_learned_once(
+def test_model_events_on_another_partition_are_dead_lettered_not_replayed(
     make_settings, redis_client: redis_lib.Redis, tmp_path: Path
 ) -> None:
     """Partitions added to the events topic move a key to another partition: a model's later
     events land elsewhere than its earlier ones (emulated by producing to an explicit
-    partition). A worker restart in between runs the assignment path for both."""
+    partition). A worker restart in between runs the assignment path for both. A model
+    lives on its home partition for life (docs/reliability.md, "Ordinary operations"): the
+    events elsewhere are dead-lettered with a reason naming the home partition and change
+    nothing, and the home partition is not replayed (before: 425 applied for 225)."""
     st = make_settings(**FAST, seen_ids_keep=SMALL_WINDOW)
     keys, model = Keys(st.key_prefix), "moved"
     spec = _spec(model)
@@ -130,8 +118,13 @@ def test_model_events_on_an_added_partition_are_each_learned_once(
         assert worker.stop() == 0
     finally:
         worker.kill()
-    ref = replay({model: spec}, before + after + tail)  # the order the worker met them in
+    ref = replay({model: spec}, before + tail)
     problems = mismatches(redis_client, keys, model, ref[model])
+    letters = [json.loads(v) for _, _, _, v in run(read_topic(st, st.deadletter_topic))]
+    moved = {json.loads(v)["id"] for _, _, _, v in after}
+    named = {json.loads(d["value"])["id"] for d in letters if f"partition {home}" in d["reason"]}
+    if named != moved:
+        problems.append(f"{len(moved - named)} of the {len(moved)} moved events not dead-lettered")
     assert_exact(problems)
 
 
@@ -229,20 +222,13 @@ def test_truncated_log_new_records_are_learned_by_a_running_worker(
     assert_exact([*problems, f"worker record outcomes: {counts}"] if problems else [])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ExactlyOnceBroken,
-    reason=(
-        "issue 14: partition-models is empty, the worker starts at Kafka's committed offset "
-        "and skips what was never checkpointed: 5 applied for 105 distinct ids"
-    ),
-)
 def test_lost_first_checkpoint_is_relearned_not_skipped(
     make_settings, redis_client: redis_lib.Redis, tmp_path: Path
 ) -> None:
     """Redis loses a partition's first checkpoint (AOF everysec, an async replica's
     failover) after Kafka committed the offset: the model relearns those events from the
-    log instead of starting at the committed offset without them."""
+    log instead of starting at the committed offset without them (before: 5 applied for
+    105)."""
     st = make_settings(**FAST)
     keys, model = Keys(st.key_prefix), "amnesia"
     spec = _spec(model)
