@@ -30,7 +30,12 @@ ApiKey = Annotated[
     str | None,
     typer.Option("--api-key", envvar="ONLINEPREDICT_API_KEY", help="Sent as X-API-Key."),
 ]
-Timeout = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds per HTTP request.")]
+Timeout = Annotated[
+    float,
+    typer.Option(
+        "--timeout", min=0.1, help="Seconds per HTTP request (above the API's 15 s send timeout)."
+    ),
+]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -39,7 +44,7 @@ class UserError(Exception):
     """A request that cannot be carried out; printed on stderr, exit code 1."""
 
 
-def _client(api_url: str, api_key: str | None, timeout: float = 10.0) -> Any:
+def _client(api_url: str, api_key: str | None, timeout: float = 20.0) -> Any:
     from clients.http import Client
 
     return Client(api_url, api_key=api_key or "", timeout=timeout)

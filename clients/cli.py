@@ -67,7 +67,7 @@ def models_create(
     ] = None,
     api_url: ApiUrl = DEFAULT_URL,
     api_key: ApiKey = None,
-    timeout: Timeout = 10.0,
+    timeout: Timeout = 20.0,
     as_json: JsonOut = False,
 ) -> None:
     """Create a model from flags or a JSON/YAML spec file (flags override the file)."""
@@ -95,7 +95,7 @@ def models_create(
 def models_list(
     api_url: ApiUrl = DEFAULT_URL,
     api_key: ApiKey = None,
-    timeout: Timeout = 10.0,
+    timeout: Timeout = 20.0,
     as_json: JsonOut = False,
 ) -> None:
     """List every model."""
@@ -119,7 +119,7 @@ def models_show(
     model: Annotated[str, typer.Argument(help="Model id.")],
     api_url: ApiUrl = DEFAULT_URL,
     api_key: ApiKey = None,
-    timeout: Timeout = 10.0,
+    timeout: Timeout = 20.0,
     as_json: JsonOut = False,
 ) -> None:
     """Show a model's spec, serving version, event counts and headline metrics."""
@@ -170,7 +170,7 @@ def models_delete(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     api_url: ApiUrl = DEFAULT_URL,
     api_key: ApiKey = None,
-    timeout: Timeout = 10.0,
+    timeout: Timeout = 20.0,
     as_json: JsonOut = False,
 ) -> None:
     """Delete a model and its checkpoints."""
@@ -218,7 +218,7 @@ def predict(
     ] = None,
     api_url: ApiUrl = DEFAULT_URL,
     api_key: ApiKey = None,
-    timeout: Timeout = 10.0,
+    timeout: Timeout = 20.0,
     as_json: JsonOut = False,
 ) -> None:
     """Predict for a vector given as arguments, or for each vector (line) on stdin."""
@@ -262,7 +262,7 @@ def checkpoint_list(
     model: Annotated[str, typer.Argument(help="Model id.")],
     api_url: ApiUrl = DEFAULT_URL,
     api_key: ApiKey = None,
-    timeout: Timeout = 10.0,
+    timeout: Timeout = 20.0,
     as_json: JsonOut = False,
 ) -> None:
     """The model's last K checkpoints (K = ONLINEPREDICT_HISTORY_KEEP on the workers)."""
@@ -286,7 +286,7 @@ def checkpoint_rollback(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     api_url: ApiUrl = DEFAULT_URL,
     api_key: ApiKey = None,
-    timeout: Timeout = 10.0,
+    timeout: Timeout = 20.0,
     as_json: JsonOut = False,
 ) -> None:
     """Restore an older checkpoint and its offset; the worker re-learns from there."""

@@ -2,8 +2,9 @@
 
 Both have the same methods (the async ones are awaited). Every endpoint of docs/design.md's
 "HTTP API" is covered. Idempotent calls (reads, predict, and event/label posts whose event
-ids the SDK fixes before the first try) are retried with exponential backoff on ``503`` and
-on connection errors; model creation, block registration and rollback are never retried.
+ids the SDK fixes before the first try, sent with one ``Idempotency-Key`` for all tries)
+are retried with exponential backoff on ``503`` and on connection errors; model creation
+and rollback are never retried.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ logger = logging.getLogger(__name__)
 DEFAULT_URL = "http://127.0.0.1:8000"
 API_KEY_HEADER = "X-API-Key"
 EVENTS_CHUNK = 1000  # events per POST; below the server's default max_batch (10,000)
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+# Seconds per try: longer than the API's own Kafka send timeout (15 s), so a stalled broker
+# comes back as the API's 503 with Retry-After rather than as a client timeout. A timeout
+# is harmless anyway: the retry repeats the event ids and the Idempotency-Key.
+DEFAULT_TIMEOUT_S = 20.0
 
 
 def default_url() -> str:
@@ -84,6 +90,7 @@ class _Call:
     json: Any = None
     idempotent: bool = True
     raw: bool = False  # return the httpx.Response instead of raising on non-2xx
+    headers: dict[str, str] | None = None  # per call, e.g. the Idempotency-Key
 
 
 def _decode(response: httpx.Response) -> Any:
@@ -108,13 +115,35 @@ def _quote(model: str) -> str:
     return quote(model, safe="")
 
 
+def new_idempotency_key() -> str:
+    """A fresh key for one operation (uuid4), as the IETF draft recommends."""
+    return str(uuid.uuid4())
+
+
+def _key_header(key: str) -> dict[str, str]:
+    """The draft's sf-string form: quoted, with ``\\`` and ``"`` escaped."""
+    quoted = key.replace("\\", "\\\\").replace('"', '\\"')
+    return {IDEMPOTENCY_HEADER: f'"{quoted}"'}
+
+
+def _chunk_keys(key: str | None, n_chunks: int) -> list[str]:
+    """One key per POST: the call's key for a single chunk, ``key/i`` for chunk ``i`` of
+    several (each chunk is its own request body, so it needs its own key)."""
+    key = key or new_idempotency_key()
+    return [key] if n_chunks == 1 else [f"{key}/{i}" for i in range(n_chunks)]
+
+
 def _model_list(body: Any) -> list[ModelInfo]:
     items = body.get("models", []) if isinstance(body, dict) else body or []
     return [ModelInfo.from_json(m if isinstance(m, dict) else {"id": m}) for m in items]
 
 
 def _events_payload(
-    X: Any, y: Any, ids: Iterable[str] | None, extra: dict[str, Iterable[Any]] | None
+    X: Any,
+    y: Any,
+    ids: Iterable[str] | None,
+    extra: dict[str, Iterable[Any]] | None,
+    assign_ids: bool = True,
 ) -> list[dict[str, Any]]:
     rows = as_matrix(X)
     labels = as_labels(y, len(rows))
@@ -124,8 +153,12 @@ def _events_payload(
     extras = {k: list(v) for k, v in (extra or {}).items()}
     events = []
     for i, row in enumerate(rows):
-        # ids fixed before the first try make the post idempotent: the worker drops duplicates
-        event: dict[str, Any] = {"id": id_list[i] or str(uuid.uuid4()), "x": row}
+        # ids fixed before the first try make the post idempotent with any API version (the
+        # worker drops duplicates); without (``assign_ids=False``) the API derives them from
+        # the Idempotency-Key, the same for the same key and body
+        event: dict[str, Any] = {"x": row}
+        if id_list[i] or assign_ids:
+            event["id"] = id_list[i] or str(uuid.uuid4())
         if labels[i] is not None:
             event["y"] = labels[i]
         for key, values in extras.items():
@@ -217,37 +250,68 @@ class _Api:
         *,
         ids: Iterable[str] | None = None,
         extra: dict[str, Iterable[Any]] | None = None,
+        idempotency_key: str | None = None,
     ) -> EventsAccepted:
         """``POST /v1/models/{id}/events``: labelled or unlabelled events, produced to Kafka.
 
         ``y`` may be None (all unlabelled) or hold None/NaN for unlabelled rows; ``ids`` are
         assigned (uuid4) where missing; ``extra`` adds per-event fields (e.g. ``hint``).
         Sent in chunks of ``EVENTS_CHUNK``; the returned count is the total accepted.
+        Every POST carries an ``Idempotency-Key``, the same on its retries: ``idempotency_key``
+        (a new uuid4 when None) for one chunk, ``f"{idempotency_key}/{i}"`` for chunk ``i``
+        of several. Pass your own to repeat a whole call safely: then events without ``ids``
+        go without, and the API derives their ids from the key (the same ids for the same
+        key and arguments, so the workers learn them once).
         """
-        events = _events_payload(X, y, ids, extra)
-        return self._run_events(model, events)
+        events = _events_payload(X, y, ids, extra, assign_ids=idempotency_key is None)
+        return self._run_events(model, events, idempotency_key)
 
-    def send_event(self, model: str, x: Any, y: Any = None, *, id: str | None = None) -> str:
-        """Send one event; returns its event id."""
-        event: dict[str, Any] = {"id": id or str(uuid.uuid4()), "x": as_vector(x)}
+    def send_event(
+        self,
+        model: str,
+        x: Any,
+        y: Any = None,
+        *,
+        id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> str:
+        """Send one event (with an ``Idempotency-Key``, as `send_events`); returns its id."""
+        event: dict[str, Any] = {"x": as_vector(x)}
+        if id or idempotency_key is None:  # as in _events_payload
+            event["id"] = id or str(uuid.uuid4())
         if (label := as_label(y)) is not None:
             event["y"] = label
+        key = idempotency_key or new_idempotency_key()
         return self._run(
-            _Call("POST", f"/v1/models/{_quote(model)}/events", {"events": [event]}),
-            lambda b: event["id"],
+            _Call(
+                "POST",
+                f"/v1/models/{_quote(model)}/events",
+                {"events": [event]},
+                headers=_key_header(key),
+            ),
+            lambda b: _sum_accepted([event], [b]).ids[0],
         )
 
-    def _run_events(self, model: str, events: list[dict[str, Any]]) -> Any:
+    def _run_events(
+        self, model: str, events: list[dict[str, Any]], idempotency_key: str | None
+    ) -> Any:
         raise NotImplementedError
 
-    def label(self, model: str, prediction_id: str, y: Any) -> dict[str, Any]:
+    def label(
+        self, model: str, prediction_id: str, y: Any, *, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
         """``POST /v1/models/{id}/labels``: the label of an earlier prediction.
 
-        A second label for the same prediction id is ignored by the server, so this is retried.
+        Sent with an ``Idempotency-Key`` (``idempotency_key``, or a new uuid4), the same on
+        every retry, so a retry after a lost answer gets ``{"status": "accepted"}`` again; a
+        label that a failed or timed-out try had claimed is produced by the retry (the
+        server's pending claims). ``"duplicate"``: another label of this prediction came first.
         """
         body = {"prediction_id": prediction_id, "y": as_label(y)}
+        key = idempotency_key or new_idempotency_key()
         return self._run(
-            _Call("POST", f"/v1/models/{_quote(model)}/labels", body), lambda b: b or {}
+            _Call("POST", f"/v1/models/{_quote(model)}/labels", body, headers=_key_header(key)),
+            lambda b: b or {},
         )
 
     # --- task-specific endpoints ----------------------------------------------------------
@@ -340,12 +404,15 @@ def _chunks(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 
 def _sum_accepted(events: list[dict[str, Any]], bodies: list[Any]) -> EventsAccepted:
-    count = 0
+    count, ids = 0, list[str]()
     for body, chunk in zip(bodies, _chunks(events), strict=True):
         # a 202 without a count in its body accepted the whole chunk
         got = EventsAccepted.from_json(body) if isinstance(body, dict) else None
         count += got.count if got is not None and got.count else len(chunk)
-    return EventsAccepted(count=count, ids=[e["id"] for e in events])
+        # the server's ids (it assigned those we left out), else the ones we sent
+        sent = [e.get("id", "") for e in chunk]
+        ids += got.ids if got is not None and len(got.ids) == len(chunk) else sent
+    return EventsAccepted(count=count, ids=ids)
 
 
 class Client(_Api):
@@ -357,8 +424,9 @@ class Client(_Api):
         The API's address; default ``ONLINEPREDICT_API_URL`` or ``http://127.0.0.1:8000``.
     api_key : str, optional
         Sent as the ``X-API-Key`` header; default ``ONLINEPREDICT_API_KEY``.
-    timeout : float, default=10.0
-        Seconds for connect, read and write of one try.
+    timeout : float, default=20.0
+        Seconds for connect, read and write of one try; longer than the API's 15 s Kafka
+        send timeout, so a stalled broker is answered by the API's 503 (then retried).
     retry : RetryPolicy, optional
         Backoff for idempotent calls on 503 and connection errors.
     transport : httpx.BaseTransport, optional
@@ -380,7 +448,7 @@ class Client(_Api):
         base_url: str | None = None,
         *,
         api_key: str | None = None,
-        timeout: float = 10.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
@@ -407,7 +475,9 @@ class Client(_Api):
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                response = self._http.request(call.method, call.path, json=call.json)
+                response = self._http.request(
+                    call.method, call.path, json=call.json, headers=call.headers
+                )
             except httpx.TransportError as exc:
                 if last:
                     raise ConnectionFailedError(f"{self.base_url}: {exc!r}") from exc
@@ -424,9 +494,15 @@ class Client(_Api):
         response = self._send(call)
         return parse(response if call.raw else _check(response))
 
-    def _run_events(self, model: str, events: list[dict[str, Any]]) -> EventsAccepted:
+    def _run_events(
+        self, model: str, events: list[dict[str, Any]], idempotency_key: str | None
+    ) -> EventsAccepted:
         path = f"/v1/models/{_quote(model)}/events"
-        bodies = [self._run(_Call("POST", path, {"events": c})) for c in _chunks(events)]
+        chunks = _chunks(events)
+        bodies = [
+            self._run(_Call("POST", path, {"events": c}, headers=_key_header(k)))
+            for c, k in zip(chunks, _chunk_keys(idempotency_key, len(chunks)), strict=True)
+        ]
         return _sum_accepted(events, bodies)
 
     def model_exists(self, model: str) -> bool:
@@ -516,7 +592,7 @@ class AsyncClient(_Api):
         base_url: str | None = None,
         *,
         api_key: str | None = None,
-        timeout: float = 10.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
@@ -543,7 +619,9 @@ class AsyncClient(_Api):
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                response = await self._http.request(call.method, call.path, json=call.json)
+                response = await self._http.request(
+                    call.method, call.path, json=call.json, headers=call.headers
+                )
             except httpx.TransportError as exc:
                 if last:
                     raise ConnectionFailedError(f"{self.base_url}: {exc!r}") from exc
@@ -560,9 +638,15 @@ class AsyncClient(_Api):
         response = await self._send(call)
         return parse(response if call.raw else _check(response))
 
-    async def _run_events(self, model: str, events: list[dict[str, Any]]) -> EventsAccepted:
+    async def _run_events(
+        self, model: str, events: list[dict[str, Any]], idempotency_key: str | None
+    ) -> EventsAccepted:
         path = f"/v1/models/{_quote(model)}/events"
-        bodies = [await self._run(_Call("POST", path, {"events": c})) for c in _chunks(events)]
+        chunks = _chunks(events)
+        bodies = [
+            await self._run(_Call("POST", path, {"events": c}, headers=_key_header(k)))
+            for c, k in zip(chunks, _chunk_keys(idempotency_key, len(chunks)), strict=True)
+        ]
         return _sum_accepted(events, bodies)
 
     async def model_exists(self, model: str) -> bool:

@@ -221,7 +221,7 @@ def replay(
     ] = 600.0,
     api_url: ApiUrl = DEFAULT_URL,
     api_key: ApiKey = None,
-    timeout: Timeout = 10.0,
+    timeout: Timeout = 20.0,
     as_json: JsonOut = False,
 ) -> None:
     """Stream a data set into a model, wait until the workers learned it, print its metrics."""

@@ -118,7 +118,7 @@ def watch(
     once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
     api_url: ApiUrl = DEFAULT_URL,
     api_key: ApiKey = None,
-    timeout: Timeout = 10.0,
+    timeout: Timeout = 20.0,
     as_json: JsonOut = False,
 ) -> None:
     """Live view of loss, regret, tracking error and the learner's diagnostics (Ctrl-C quits).

@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     api_key: SecretStr | None = None  # when set, required on every write endpoint
     api_key_on_reads: bool = False
     prediction_ttl_s: int = Field(default=86_400, ge=1)  # how long a prediction waits for its label
+    # how long an Idempotency-Key's request fingerprint is kept (a reused key with another
+    # body is a 422 within it; docs/design.md, "Idempotency-Key")
+    idempotency_ttl_s: int = Field(default=86_400, ge=1)
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     max_dim: int = Field(default=100_000, ge=1)
     max_batch: int = Field(default=10_000, ge=1)

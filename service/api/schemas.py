@@ -207,7 +207,11 @@ class PredictResponse(BaseModel):
 
 # ---- events and labels ---------------------------------------------------------------------
 class EventIn(_Strict):
-    id: EventId | None = Field(None, description="Assigned (uuid4 hex) when missing.")
+    id: EventId | None = Field(
+        None,
+        description="Assigned when missing: derived from the Idempotency-Key header and the"
+        " event's index (32 hex digits, the same on a retry), else a uuid4 hex.",
+    )
     x: LearnedVector
     y: Label | None = Field(None, description="null for an unlabelled vector.")
     hint: Annotated[float | None, Bounded] = None
@@ -230,7 +234,10 @@ class EventsRequest(_Strict):
 
 class Accepted(BaseModel):
     accepted: int = Field(description="Number of events produced to Kafka.")
-    ids: list[str] = Field(description="Event ids, in order (assigned where missing).")
+    ids: list[str] = Field(
+        description="Event ids, in order (assigned where missing; with an Idempotency-Key"
+        " the same on every retry)."
+    )
 
 
 class LabelRequest(_Strict):
@@ -247,7 +254,9 @@ class LabelRequest(_Strict):
 
 class LabelResponse(BaseModel):
     status: Literal["accepted", "duplicate"] = Field(
-        description="'duplicate': this prediction was labelled before; the label is ignored."
+        description="'accepted': the label's event is on the log (a retry with the"
+        " Idempotency-Key of the accepted request gets this answer again). 'duplicate': the"
+        " prediction was labelled before; this label is ignored."
     )
     event_id: str = Field(description="Id of the joined event: 'label:' + prediction_id.")
 

@@ -23,12 +23,28 @@ from service.store.keys import Keys
 COUNTERS = ("applied", "duplicate", "rejected")
 STATUS_FIELDS = ("version", *COUNTERS)
 
-# Claim a prediction for its label atomically: nil when unknown/expired, {0} when it was
-# labelled before, else {1, x, hint}. One key, so it is also safe on Redis Cluster.
+# Claim a prediction for its label (docs/design.md, "Labels"). KEYS[1]: the prediction hash;
+# ARGV: the label's y (JSON) and the request's Idempotency-Key ('' without one). nil when
+# unknown/expired; else {state, x, hint, y, key} of the claim: 'new' (claimed now, pending
+# with ARGV's y and key), 'pending' (claimed earlier, its produce not known to be acked:
+# the caller produces it again), 'done' (acked; '1' is the claim of an API before pending
+# claims, which released a failed produce). One key, so it is also safe on Redis Cluster.
 _CLAIM = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
-if redis.call('HSETNX', KEYS[1], 'labelled', ARGV[1]) == 0 then return {0} end
-return {1, redis.call('HGET', KEYS[1], 'x'), redis.call('HGET', KEYS[1], 'hint')}
+local f = redis.call('HMGET', KEYS[1], 'labelled', 'x', 'hint', 'label_y', 'label_key')
+if not f[1] then
+  redis.call('HSET', KEYS[1], 'labelled', 'pending', 'label_y', ARGV[1], 'label_key', ARGV[2])
+  return {'new', f[2], f[3], ARGV[1], ARGV[2]}
+end
+return {f[1], f[2], f[3], f[4] or '', f[5] or ''}
+"""
+
+# The claimed label's produce was acked. Never recreates an expired hash (no TTL then).
+_LABEL_DONE = """
+if redis.call('HEXISTS', KEYS[1], 'labelled') == 1 then
+  redis.call('HSET', KEYS[1], 'labelled', 'done')
+end
+return 1
 """
 
 
@@ -67,9 +83,14 @@ return {version}
 
 @dataclass(frozen=True)
 class Claim:
-    duplicate: bool
-    x: list[float] | None = None
-    hint: float | None = None
+    """A prediction's label claim: ``state`` 'new', 'pending' or 'done'; ``y_json`` and
+    ``key`` are those of the first claim (empty for a claim made before pending claims)."""
+
+    state: str
+    x: list[float]
+    hint: float | None
+    y_json: str
+    key: str
 
 
 class ApiStore:
@@ -78,6 +99,7 @@ class ApiStore:
         self.keys = keys
         self.pipe = pipe  # the predict hot path's pipelined connection, when the URL allows
         self._claim = redis.register_script(_CLAIM)
+        self._label_done = redis.register_script(_LABEL_DONE)
         self._save_predictions = redis.register_script(_SAVE_PREDICTIONS)
         self._predict = redis.register_script(_PREDICT)
 
@@ -94,17 +116,19 @@ class ApiStore:
         return await registry.list_specs(self.redis, self.keys)
 
     async def delete_model(self, model: str, *, topic: str | None = None) -> bool:
-        """Delete the spec, checkpoint, history, dedupe ids and pending predictions, and
-        take the model off its partitions' ``partition-models`` sets of ``topic``."""
+        """Delete the spec, checkpoint, history, dedupe ids, pending predictions and the
+        model's Idempotency-Key records, and take the model off its partitions'
+        ``partition-models`` sets of ``topic``."""
         removed = await registry.delete_spec(self.redis, self.keys, model, topic=topic)
-        batch: list[bytes] = []
-        async for key in self.redis.scan_iter(match=self.keys.prediction(model, "*"), count=1000):
-            batch.append(key)
-            if len(batch) >= 500:
+        for pattern in (self.keys.prediction(model, "*"), self.keys.idempotency(model, "*")):
+            batch: list[bytes] = []
+            async for key in self.redis.scan_iter(match=pattern, count=1000):
+                batch.append(key)
+                if len(batch) >= 500:
+                    await self.redis.delete(*batch)
+                    batch = []
+            if batch:
                 await self.redis.delete(*batch)
-                batch = []
-        if batch:
-            await self.redis.delete(*batch)
         return removed
 
     # ---- checkpoints (read only) ---------------------------------------------------------
@@ -208,15 +232,36 @@ class ApiStore:
             return None
         return int(res[0]), (res[1] if len(res) > 1 else None)
 
-    async def claim_prediction(self, model: str, prediction_id: str) -> Claim | None:
-        """Mark a prediction as labelled; None when unknown or expired."""
-        res = await self._claim(keys=[self.keys.prediction(model, prediction_id)], args=[1])
+    async def claim_prediction(
+        self, model: str, prediction_id: str, y_json: str, idempotency_key: str | None
+    ) -> Claim | None:
+        """Claim a prediction for the label ``y_json`` (pending until ``label_done``), or
+        read the earlier claim; None when the prediction is unknown or expired."""
+        res = await self._claim(
+            keys=[self.keys.prediction(model, prediction_id)], args=[y_json, idempotency_key or ""]
+        )
         if res is None:
             return None
-        if int(res[0]) == 0:
-            return Claim(duplicate=True)
-        return Claim(duplicate=False, x=json.loads(res[1]), hint=json.loads(res[2]))
+        state, x, hint, y, key = (v.decode() if isinstance(v, bytes) else v for v in res)
+        if state == "1":  # an earlier API's claim: produced, or released when it failed
+            state = "done"
+        return Claim(state=state, x=json.loads(x), hint=json.loads(hint), y_json=y, key=key)
 
-    async def release_prediction(self, model: str, prediction_id: str) -> None:
-        """Undo a claim whose joined event could not be produced, so the label can be resent."""
-        await self.redis.hdel(self.keys.prediction(model, prediction_id), "labelled")
+    async def label_done(self, model: str, prediction_id: str) -> None:
+        """The claimed label's event was acked by the broker: later labels are duplicates."""
+        await self._label_done(keys=[self.keys.prediction(model, prediction_id)])
+
+    # ---- Idempotency-Key --------------------------------------------------------------------
+    async def remember_request(
+        self, model: str, key_digest: str, fingerprint: str, ttl_s: int
+    ) -> bool:
+        """Record the fingerprint of the first request with this key; False when the key
+        came with another fingerprint before. The record is never changed, only expires, so
+        SET NX then GET needs no script."""
+        name = self.keys.idempotency(model, key_digest)
+        if await self.redis.set(name, fingerprint, nx=True, ex=ttl_s):
+            return True
+        first = await self.redis.get(name)
+        if isinstance(first, bytes):
+            first = first.decode()
+        return first is None or first == fingerprint  # None: expired in between

@@ -34,6 +34,11 @@ class Keys:
     def prediction(self, model: str, prediction_id: str) -> str:
         return f"{self.prefix}model:{{{model}}}:prediction:{prediction_id}"
 
+    def idempotency(self, model: str, key_digest: str) -> str:
+        """String: the fingerprint of the request that first used an ``Idempotency-Key``
+        (``key_digest``: its SHA-256 hex, so any key is a safe key suffix), with a TTL."""
+        return f"{self.prefix}model:{{{model}}}:idempotency:{key_digest}"
+
     def deadletter_count(self) -> str:
         """Integer: events sent to the dead-letter topic, all workers together."""
         return f"{self.prefix}deadletter:count"

@@ -36,7 +36,9 @@ def _wait(pred: Any, what: str, timeout: float = START_TIMEOUT_S) -> None:
 
 class TcpProxy:
     """Forwards ``listen_port`` to ``target``; :meth:`pause` makes the target unreachable
-    (open connections are cut, new ones are closed at once) until :meth:`resume`."""
+    (open connections are cut, new ones are closed at once) until :meth:`resume`;
+    :meth:`hold_replies` keeps the target's answers (requests still reach it: a produce is
+    written but its ack does not come back) until :meth:`release_replies`."""
 
     def __init__(self, target_port: int, listen_port: int | None = None) -> None:
         self.target = (HOST, target_port)
@@ -49,6 +51,9 @@ class TcpProxy:
         self._server.settimeout(0.2)
         self.accepted = 0
         self.cut = 0
+        self.replies_flow = threading.Event()
+        self.replies_flow.set()
+        self.held_bytes = 0  # reply bytes that arrived while held
         threading.Thread(target=self._accept_loop, daemon=True, name="proxy-accept").start()
 
     def _accept_loop(self) -> None:
@@ -72,15 +77,21 @@ class TcpProxy:
             self.accepted += 1
             with self._lock:
                 self._conns |= {client, upstream}
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+            for a, b, reply in ((client, upstream, False), (upstream, client, True)):
+                threading.Thread(target=self._pump, args=(a, b, reply), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, reply: bool = False) -> None:
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
+                if reply and not self.replies_flow.is_set():
+                    with self._lock:
+                        self.held_bytes += len(data)
+                    while not self.replies_flow.wait(0.05):
+                        if self.closed.is_set():
+                            return
                 dst.sendall(data)
         except OSError:
             pass
@@ -101,6 +112,14 @@ class TcpProxy:
 
     def resume(self) -> None:
         self.paused.clear()
+
+    def hold_replies(self) -> None:
+        """Keep what the target sends back (in order, per connection) until released."""
+        self.held_bytes = 0
+        self.replies_flow.clear()
+
+    def release_replies(self) -> None:
+        self.replies_flow.set()
 
     def close(self) -> None:
         self.closed.set()

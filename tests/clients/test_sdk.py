@@ -129,6 +129,30 @@ def test_delayed_label_joins_once(api: Client, pa_model: str) -> None:
         api.label(pa_model, "no-such-prediction", 1.0)
 
 
+def test_a_repeated_idempotency_key_replays_or_is_refused(api: Client, pa_model: str) -> None:
+    p = api.predict(pa_model, [0.1, 0.2, 0.3])
+    key = str(uuid.uuid4())
+    assert api.label(pa_model, p.prediction_id, 0.5, idempotency_key=key)["status"] == "accepted"
+    # repeating the call (its answer was lost, say) gets the same answer
+    assert api.label(pa_model, p.prediction_id, 0.5, idempotency_key=key)["status"] == "accepted"
+    with pytest.raises(ValidationError) as exc:  # the same key for another label: 422
+        api.label(pa_model, p.prediction_id, -0.5, idempotency_key=key)
+    assert "Idempotency-Key was used before" in exc.value.message
+    # with the caller's key the API derives the ids: repeating the call repeats them
+    X, batch = np.eye(3), str(uuid.uuid4())
+    ids = api.send_events(pa_model, X, [1.0, 2.0, 3.0], idempotency_key=batch).ids
+    assert len(set(ids)) == 3 and all(len(i) == 32 for i in ids)
+    assert api.send_events(pa_model, X, [1.0, 2.0, 3.0], idempotency_key=batch).ids == ids
+    with pytest.raises(ValidationError):
+        api.send_events(pa_model, 2 * X, [1.0, 2.0, 3.0], idempotency_key=batch)
+    one = str(uuid.uuid4())
+    assert api.send_event(pa_model, X[0], 1.0, idempotency_key=one) == api.send_event(
+        pa_model, X[0], 1.0, idempotency_key=one
+    )
+    # without one, ids are fixed by the SDK (safe to retry with any API version)
+    assert api.send_events(pa_model, X, ids=["a", "b", "c"]).ids == ["a", "b", "c"]
+
+
 def test_task_endpoints_refuse_other_kinds(api: Client, pa_model: str) -> None:
     with pytest.raises(ConflictError) as exc:
         api.quantify(pa_model, np.zeros((2, 3)))
@@ -211,9 +235,12 @@ async def test_async_client(api_url: str, workers: Any) -> None:
 class _Flaky(http.server.BaseHTTPRequestHandler):
     failures = 0  # 503 answers before a 200
     hits: list[str] = []
+    keys: list[str | None] = []  # the Idempotency-Key header of each request
 
     def _answer(self) -> None:
         type(self).hits.append(self.command)
+        type(self).keys.append(self.headers.get("Idempotency-Key"))
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if len(type(self).hits) <= type(self).failures:
             body, code = b'{"detail": "redis unavailable"}', 503
         else:
@@ -232,7 +259,7 @@ class _Flaky(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def flaky() -> Iterator[tuple[str, type[_Flaky]]]:
-    handler = type("Flaky", (_Flaky,), {"hits": [], "failures": 2})
+    handler = type("Flaky", (_Flaky,), {"hits": [], "keys": [], "failures": 2})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -257,6 +284,45 @@ def test_retries_give_up_with_the_servers_message(flaky: tuple[str, type[_Flaky]
         api.list_models()
     assert exc.value.status == 503 and exc.value.message == "redis unavailable"
     assert len(handler.hits) == FAST_RETRY.attempts
+
+
+def test_events_and_labels_carry_one_idempotency_key_over_their_retries(
+    flaky: tuple[str, type[_Flaky]],
+) -> None:
+    url, handler = flaky
+    with Client(url, retry=FAST_RETRY) as api:
+        api.send_events("m", np.eye(2), [1.0, 2.0])  # two 503s, then the 200
+        first = handler.keys[:3]
+        handler.failures = 0
+        api.send_event("m", [1.0, 0.0], 1.0)
+        api.label("m", "p1", 1.0)
+        api.label("m", "p1", 1.0, idempotency_key='my "key"')
+    assert handler.hits == ["POST"] * 6
+    assert first[0] is not None and first == [first[0]] * 3  # one key for the call's tries
+    assert first[0].startswith('"') and first[0].endswith('"')  # the draft's sf-string
+    generated = handler.keys[:5]
+    assert len({generated[0], *generated[3:5]}) == 3  # a new key per call
+    assert handler.keys[5] == '"my \\"key\\""'  # the caller's key, escaped
+
+
+def test_a_chunked_call_sends_one_key_per_chunk(flaky: tuple[str, type[_Flaky]]) -> None:
+    from clients.http import EVENTS_CHUNK
+
+    url, handler = flaky
+    handler.failures = 0
+    with Client(url, retry=FAST_RETRY) as api:
+        api.send_events("m", np.zeros((2 * EVENTS_CHUNK + 1, 2)), idempotency_key="k")
+        api.send_events("m", np.zeros((3, 2)), idempotency_key="k1")
+    assert handler.keys == ['"k/0"', '"k/1"', '"k/2"', '"k1"']
+
+
+async def test_the_async_client_sends_the_key_too(flaky: tuple[str, type[_Flaky]]) -> None:
+    url, handler = flaky
+    async with AsyncClient(url, retry=FAST_RETRY) as api:
+        await api.label("m", "p1", 1.0)
+        await api.send_events("m", np.eye(2), idempotency_key="given")
+    assert handler.keys[0] is not None and handler.keys[:3] == [handler.keys[0]] * 3
+    assert handler.keys[3] == '"given"'
 
 
 def test_model_creation_is_not_retried(flaky: tuple[str, type[_Flaky]]) -> None:

@@ -164,7 +164,7 @@ def test_kafka_down_is_503_and_the_label_can_be_retried(settings: Settings) -> N
         ready = c.get("/readyz")
         assert ready.status_code == 503 and ready.json()["redis"] == "ok"
         assert ready.json()["kafka"].startswith("unavailable")
-        # The failed label released its claim: with the broker back it is accepted once.
+        # The failed label's claim stays pending: with the broker back the retry produces it.
         r = live.post(f"/v1/models/{mid}/labels", json={"prediction_id": pid, "y": 1})
         assert r.status_code == 202 and r.json()["status"] == "accepted"
         r = live.post(f"/v1/models/{mid}/labels", json={"prediction_id": pid, "y": 1})

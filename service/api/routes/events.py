@@ -8,7 +8,15 @@ from typing import Any
 
 from fastapi import APIRouter, status
 
-from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep
+from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep, StoreDep
+from service.api.idempotency import (
+    IdempotencyKeyDep,
+    KeyReused,
+    derived_event_id,
+    fingerprint,
+    key_digest,
+    reused_message,
+)
 from service.api.routes._common import check_vectors, errors
 from service.api.schemas import Accepted, EventsRequest
 from service.api.security import WriteKey
@@ -41,6 +49,14 @@ def event_record(
     return rec
 
 
+def assign_id(model: str, idempotency_key: str | None, index: int) -> str:
+    """The id of an event sent without one: derived from the Idempotency-Key when the
+    request has one (the same on a retry), else random (a retry is another event)."""
+    if idempotency_key is None:
+        return uuid.uuid4().hex
+    return derived_event_id(model, idempotency_key, index)
+
+
 @router.post(
     "/{model_id}/events",
     status_code=status.HTTP_202_ACCEPTED,
@@ -54,6 +70,8 @@ async def send_events(
     settings: SettingsDep,
     producer: ProducerDep,
     cache: CacheDep,
+    store: StoreDep,
+    idempotency_key: IdempotencyKeyDep,
 ) -> Accepted:
     """Validate a batch of events and produce them to Kafka (202 once all are acked)."""
     check_vectors(model, [e.x for e in body.events], settings, "events")
@@ -61,9 +79,20 @@ async def send_events(
     for i, e in enumerate(body.events):
         if e.y is not None:
             check_label(served, e.y, f"events[{i}].y")
+    if idempotency_key is not None:
+        same = await store.remember_request(
+            model.id,
+            key_digest(idempotency_key),
+            fingerprint("events", body.model_dump_json()),
+            settings.idempotency_ttl_s,
+        )
+        if not same:
+            raise KeyReused(reused_message(f"POST /v1/models/{model.id}/events"))
     records = [
-        event_record(model.id, e.id or uuid.uuid4().hex, e.x, e.y, e.hint, e.ts)
-        for e in body.events
+        event_record(
+            model.id, e.id or assign_id(model.id, idempotency_key, i), e.x, e.y, e.hint, e.ts
+        )
+        for i, e in enumerate(body.events)
     ]
     await producer.send_all(settings.events_topic, model.id, records, partition=model.home)
     return Accepted(accepted=len(records), ids=[r["id"] for r in records])

@@ -1,16 +1,33 @@
-"""Labels joined to an earlier prediction by ``prediction_id``; each prediction learns once."""
+"""Labels joined to an earlier prediction by ``prediction_id``; each prediction learns once.
+
+The claim in Redis is pending until the broker acked the label's event, and a label that
+finds a pending claim produces that claim's event again (the same id, so the workers keep
+one copy): a label that never reached Kafka is never answered "duplicate" (docs/design.md,
+"Labels").
+"""
 
 from __future__ import annotations
 
-import contextlib
+import json
+import logging
 
 from fastapi import APIRouter, HTTPException, status
+from redis.exceptions import RedisError
 
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep, StoreDep
+from service.api.idempotency import (
+    IdempotencyKeyDep,
+    KeyReused,
+    fingerprint,
+    key_digest,
+    reused_message,
+)
 from service.api.routes._common import errors
 from service.api.routes.events import check_label, event_record
 from service.api.schemas import LabelRequest, LabelResponse
 from service.api.security import WriteKey
+
+logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/models", tags=["labels"])
 
@@ -34,27 +51,43 @@ async def send_label(
     store: StoreDep,
     producer: ProducerDep,
     cache: CacheDep,
+    idempotency_key: IdempotencyKeyDep,
 ) -> LabelResponse:
     """Join a label to its prediction's features and produce the event (once per prediction)."""
     check_label(await cache.get(model), body.y, "y")
+    if idempotency_key is not None:
+        same = await store.remember_request(
+            model.id,
+            key_digest(idempotency_key),
+            fingerprint("labels", body.model_dump_json()),
+            settings.idempotency_ttl_s,
+        )
+        if not same:
+            raise KeyReused(reused_message(f"POST /v1/models/{model.id}/labels"))
     event_id = label_event_id(body.prediction_id)
-    claim = await store.claim_prediction(model.id, body.prediction_id)
+    y_json = json.dumps(body.y)
+    claim = await store.claim_prediction(model.id, body.prediction_id, y_json, idempotency_key)
     if claim is None:
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,
             detail=f"no prediction {body.prediction_id!r} for model {model.id!r}"
             f" (unknown, or older than {settings.prediction_ttl_s} s)",
         )
-    if claim.duplicate:
-        return LabelResponse(status="duplicate", event_id=event_id)
-    assert claim.x is not None
-    record = event_record(model.id, event_id, claim.x, body.y, claim.hint, body.ts)
+    if claim.state == "done":
+        # a retry of the request that was accepted (same key) gets its answer again
+        replay = idempotency_key is not None and claim.key == idempotency_key
+        return LabelResponse(status="accepted" if replay else "duplicate", event_id=event_id)
+    # 'new', or 'pending': claimed by an earlier request whose produce may not have landed
+    # (it failed, timed out, or its API died). Produce the claim's label (its y, whichever
+    # request sends it); on failure the claim stays pending for the next try.
+    record = event_record(
+        model.id, event_id, claim.x, json.loads(claim.y_json), claim.hint, body.ts
+    )
     record["prediction_id"] = body.prediction_id
+    await producer.send_all(settings.events_topic, model.id, [record], partition=model.home)
     try:
-        await producer.send_all(settings.events_topic, model.id, [record], partition=model.home)
-    except BaseException:
-        # Unclaim so the caller can retry; the fixed event id dedupes a send that did land.
-        with contextlib.suppress(Exception):
-            await store.release_prediction(model.id, body.prediction_id)
-        raise
-    return LabelResponse(status="accepted", event_id=event_id)
+        await store.label_done(model.id, body.prediction_id)
+    except RedisError:  # still pending: a later label re-produces it, deduped by its id
+        logger.warning("label %s of model %s acked but not marked done", event_id, model.id)
+    mine = claim.state == "new" or json.loads(claim.y_json) == body.y
+    return LabelResponse(status="accepted" if mine else "duplicate", event_id=event_id)
