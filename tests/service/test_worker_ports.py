@@ -32,7 +32,7 @@ from service.worker.assignment import Assignment
 from service.worker.events import Event, encode_event
 from service.worker.loop import Worker, take
 from service.worker.metrics import WorkerStats
-from service.worker.ports import CommitFailed, Probe, TopicPartition
+from service.worker.ports import CommitFailed, Probe, StoreUnavailable, TopicPartition
 
 TOPIC = "events"
 P0, P1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
@@ -259,6 +259,28 @@ async def test_memory_store_matches_the_redis_store(redis_url: str, key_prefix: 
         assert await real.partition_models(TOPIC, 1) == await memory.partition_models(TOPIC, 1)
     finally:
         await real.close()
+
+
+async def test_the_redis_retry_waits_out_an_outage_and_gives_up_while_stopping() -> None:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    failures = 2
+
+    async def flaky() -> int:
+        nonlocal failures
+        if failures:
+            failures -= 1
+            raise RedisConnectionError("down")
+        return 42
+
+    stats, stopping = WorkerStats(), asyncio.Event()
+    retry = StopAwareRetry(stats, stopping, stop_timeout_s=0, max_delay_s=0.1, clock=lambda: 0.0)
+    assert await retry.call(flaky, "reading") == 42 and stats.redis_retries == 2
+    stopping.set()  # stopping, with no grace left: the first failure ends it
+    failures = 5
+    with pytest.raises(StoreUnavailable, match="writing: Redis unavailable"):
+        await retry.call(flaky, "writing")
+    assert stats.redis_retries == 3
 
 
 # --- the real loop and checkpoint over the in-memory ports --------------------------------
