@@ -7,37 +7,49 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Any
 
-from aiokafka.errors import IllegalStateError, KafkaError
-from aiokafka.structs import OffsetAndMetadata, TopicPartition
-
-from service.store.checkpoints import (
-    BACKWARDS,
-    CONFLICT,
-    OK,
-    CheckpointWrite,
-    StampWentBackwards,
-    read_states,
-    write_checkpoints,
-)
-from service.worker.context import WorkerContext
-from service.worker.loading import resync_model
-from service.worker.retry import with_redis
+from service.config import Settings
+from service.store.checkpoints import BACKWARDS, OK, StampWentBackwards
+from service.worker.assignment import Assignment
+from service.worker.deadletter import DeadLetters
+from service.worker.faults import Faults
+from service.worker.metrics import WorkerMetrics, WorkerStats
+from service.worker.models import ModelRuntime, load_models
+from service.worker.ports import CommitFailed, Log, ModelStore, TopicPartition
 
 logger = logging.getLogger(__name__)
-
-WORKER_STATS_TTL_S = 86_400
 
 
 class Checkpoint:
     """Tracks the offsets handled since the last checkpoint and writes the next one."""
 
-    def __init__(self, ctx: WorkerContext) -> None:
-        self.ctx = ctx
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: ModelStore,
+        log: Log,
+        assignment: Assignment,
+        models: dict[str, ModelRuntime],
+        stats: WorkerStats,
+        deadletters: DeadLetters,
+        metrics: WorkerMetrics,
+        faults: Faults,
+        clock: Callable[[], float],
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.log = log
+        self.assignment = assignment
+        self.models = models
+        self.stats = stats
+        self.deadletters = deadletters
+        self.metrics = metrics
+        self.faults = faults
+        self.clock = clock
         self.offsets: dict[TopicPartition, int] = {}  # next offset to commit, per partition
         self.pending = 0  # records handled since the last checkpoint
-        self.last = ctx.clock()
+        self.last = clock()
         self.inflight: asyncio.Future[None] | None = None  # the Kafka offset commit
         self.state_writes = 0  # checkpoints whose Redis write succeeded
 
@@ -49,10 +61,8 @@ class Checkpoint:
         """After ``commit_every`` records or ``commit_interval_s`` seconds with work."""
         if not self.pending:
             return False
-        st = self.ctx.settings
-        return self.pending >= st.commit_every or self.ctx.clock() - self.last >= (
-            st.commit_interval_s
-        )
+        st = self.settings
+        return self.pending >= st.commit_every or self.clock() - self.last >= (st.commit_interval_s)
 
     def forget(self, partitions: set[TopicPartition]) -> None:
         for tp in partitions:
@@ -68,18 +78,18 @@ class Checkpoint:
         4. commit the Kafka offsets (a hint for lag monitoring only), in the background:
            the next batch does not wait for the broker's answer.
         """
-        ctx = self.ctx
-        ctx.faults.hit("before_checkpoint")
+        self.faults.hit("before_checkpoint")
         started = time.perf_counter()
         # 1. dead letters (the shared counter is at-least-once, like the letters)
-        letters = await ctx.deadletters.flush()
-        ctx.stats.deadletter += letters
+        letters = await self.deadletters.flush()
+        self.stats.deadletter += letters
         # 2. model states, worker counters
-        dirty = [rt for rt in ctx.models.values() if rt.dirty and rt.stamp is not None]
-        writes = [rt.checkpoint_write(ctx.settings.events_topic) for rt in dirty]
-        ctx.stats.checkpoints += 1
-        also = self._worker_stats(letters)
-        results = await with_redis(ctx, lambda: self._write(writes, also), "checkpoint")
+        dirty = [rt for rt in self.models.values() if rt.dirty and rt.stamp is not None]
+        writes = [rt.checkpoint_write(self.settings.events_topic) for rt in dirty]
+        self.stats.checkpoints += 1
+        results = await self.store.write(
+            writes, worker_stats=self._worker_stats(), deadletters=letters
+        )
         conflicted: set[int] = set()
         for rt, w, res in zip(dirty, writes, results, strict=True):
             if res.outcome == OK:
@@ -89,62 +99,60 @@ class Checkpoint:
                     f"model {rt.model!r}: stamp {w.stamp} is behind the stored one"
                 )
             else:
-                ctx.stats.conflicts += 1
+                self.stats.conflicts += 1
                 conflicted.add(w.stamp.partition)
                 # 3. another writer won: its state is the truth
-                await resync_model(ctx, rt.model)
+                await self.resync(rt.model)
         self.state_writes += 1
-        ctx.faults.hit("after_state_write")
+        self.faults.hit("after_state_write")
         # 4. Kafka offsets
         await self._commit_offsets(conflicted)
-        ctx.faults.hit("after_commit")
+        self.faults.hit("after_commit")
         self.pending = 0
-        self.last = ctx.clock()
+        self.last = self.clock()
         elapsed = time.perf_counter() - started
-        ctx.metrics.checkpoint.observe(elapsed)
+        self.metrics.checkpoint.observe(elapsed)
         logger.debug("checkpoint: %d models in %.1f ms", len(writes), 1e3 * elapsed)
 
-    async def _write(  # type: ignore[no-untyped-def]
-        self, writes: list[CheckpointWrite], also: Callable[[Any], object]
-    ):
-        ctx = self.ctx
-        results = await write_checkpoints(
-            ctx.redis,
-            ctx.keys,
-            writes,
-            history_keep=ctx.settings.history_keep,
-            seen_keep=ctx.settings.seen_ids_keep,
-            worker=ctx.worker_id,
-            extra=also,
+    async def resync(self, model: str) -> None:
+        """Replace the in-memory model by its stored checkpoint and rewind its partition.
+
+        Used when a checkpoint write lost the version check (another writer, a rollback or
+        a deletion happened): the stored state wins and the events after its stamp are
+        replayed.
+        """
+        models = self.models
+        old = models.pop(model, None)
+        loaded, _ = await load_models(self.store, [model], seen_keep=self.settings.seen_ids_keep)
+        if model not in loaded:
+            logger.warning("model %r is gone from the registry; dropped", model)
+            return
+        rt = loaded[model]
+        models[model] = rt
+        ref = rt.stamp or (old.stamp if old else None)
+        if ref is None:
+            return
+        tp = TopicPartition(self.settings.events_topic, ref.partition)
+        if tp not in self.log.assignment():
+            models.pop(model, None)
+            return
+        if rt.stamp is not None:
+            target = rt.stamp.offset + 1
+        else:
+            target = await self.log.beginning_offset(tp)
+        if target < await self.log.position(tp):
+            self.assignment.seek(tp, target)
+        logger.warning(
+            "model %r reloaded at version %d; replaying from %d", model, rt.version, target
         )
-        # A retried pipeline may have applied some writes before the connection broke:
-        # a conflict whose stored stamp and counters are exactly ours is our own write.
-        suspects = [w for w, r in zip(writes, results, strict=True) if r.outcome == CONFLICT]
-        if suspects:
-            stored = await read_states(ctx.redis, ctx.keys, [w.model for w in suspects])
-            fixed = {}
-            for w in suspects:
-                s = stored[w.model]
-                if (
-                    s is not None
-                    and s.version == w.expected_version + 1
-                    and s.stamp == w.stamp
-                    and s.counters == w.counters
-                ):
-                    fixed[w.model] = s.version
-            results = [
-                type(r)(r.model, OK, fixed[r.model]) if r.model in fixed else r for r in results
-            ]
-        return results
 
     async def _commit_offsets(self, skip_partitions: set[int]) -> None:
         """Start committing the Kafka offsets without waiting for the broker; a commit
         still running from the last checkpoint is awaited first, so commits never overlap
         and arrive in order. ``drain`` waits for the last one (shutdown, rebalance)."""
-        ctx = self.ctx
-        assigned = ctx.consumer.assignment()
+        assigned = self.log.assignment()
         offsets = {
-            tp: OffsetAndMetadata(off, "")
+            tp: off
             for tp, off in self.offsets.items()
             if tp in assigned and tp.partition not in skip_partitions
         }
@@ -158,25 +166,15 @@ class Checkpoint:
         if inflight is not None:
             await inflight
 
-    async def _send_offsets(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+    async def _send_offsets(self, offsets: dict[TopicPartition, int]) -> None:
         try:
-            await self.ctx.consumer.commit(offsets)
-        except (KafkaError, IllegalStateError) as exc:
+            await self.log.commit(offsets)
+        except CommitFailed as exc:
             logger.info("Kafka offset commit skipped (%s); Redis stamps are authoritative", exc)
 
-    def _worker_stats(self, letters: int) -> Callable[[Any], object]:
-        """The commands that write the worker's counters (``worker:{id}``) and add this
-        checkpoint's dead letters to the shared count, for the checkpoint's pipeline."""
-        ctx = self.ctx
-        key = ctx.keys.worker(ctx.worker_id)
-        fields = {**vars(ctx.stats), "pid": os.getpid(), "models": len(ctx.models)}
-        mapping: dict[Any, Any] = {k: str(v) for k, v in fields.items()}
+    def _worker_stats(self) -> dict[str, str]:
+        """The worker's counters, as written to ``worker:{id}``."""
+        fields = {**vars(self.stats), "pid": os.getpid(), "models": len(self.models)}
+        mapping = {k: str(v) for k, v in fields.items()}
         mapping["updated_at"] = repr(time.time())
-
-        def queue(pipe: Any) -> None:
-            pipe.hset(key, mapping=mapping)
-            pipe.expire(key, WORKER_STATS_TTL_S)
-            if letters:
-                pipe.incrby(ctx.keys.deadletter_count(), letters)
-
-        return queue
+        return mapping

@@ -10,10 +10,10 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Awaitable
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
-from aiokafka.structs import ConsumerRecord
+from service.worker.ports import Log, Record
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ MAX_VALUE_CHARS = 16_384
 MAX_KEY_CHARS = 1_024
 
 
-def deadletter_value(record: ConsumerRecord, reason: str, worker: str) -> bytes:
+def deadletter_value(record: Record, reason: str, worker: str) -> bytes:
     raw = record.value
     value = raw.decode(errors="replace") if raw is not None else None
     key = record.key.decode(errors="replace") if record.key is not None else None
@@ -46,19 +46,19 @@ def deadletter_value(record: ConsumerRecord, reason: str, worker: str) -> bytes:
 
 
 class DeadLetters:
-    def __init__(self, producer: AIOKafkaProducer, topic: str, worker: str) -> None:
-        self.producer = producer
+    def __init__(self, log: Log, topic: str, worker: str) -> None:
+        self.log = log
         self.topic = topic
         self.worker = worker
-        self.pending: list[asyncio.Future[Any]] = []
+        self.pending: list[Awaitable[Any]] = []
         self.sent = 0
 
-    async def send(self, record: ConsumerRecord, reason: str) -> None:
+    async def send(self, record: Record, reason: str) -> None:
         logger.debug(
             "dead letter %s[%d]@%d: %s", record.topic, record.partition, record.offset, reason
         )
-        fut = await self.producer.send(
-            self.topic, deadletter_value(record, reason, self.worker), key=record.key
+        fut = await self.log.produce(
+            self.topic, deadletter_value(record, reason, self.worker), record.key
         )
         self.pending.append(fut)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Protocol
 
 from prometheus_client import (
     CollectorRegistry,
@@ -23,9 +24,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from service.metrics.build import BuildInfoCollector
-from service.worker.checkpoint import Checkpoint
-from service.worker.context import WorkerContext
-from service.worker.metrics import TimingCollector
+from service.worker.metrics import Progress, TimingCollector, WorkerMetrics, WorkerStats
 
 logger = logging.getLogger(__name__)
 
@@ -33,12 +32,32 @@ STALE_S = 60.0
 _OUTCOMES = ("applied", "duplicate", "rejected", "skipped", "redelivered")
 
 
+class Watched(Protocol):
+    """What the endpoint reads of a worker (``service.worker.loop.Worker``)."""
+
+    @property
+    def stats(self) -> WorkerStats: ...
+    @property
+    def models(self) -> Mapping[str, object]: ...
+    @property
+    def metrics(self) -> WorkerMetrics: ...
+    @property
+    def checkpoint(self) -> Progress: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+    @property
+    def last_poll(self) -> float:
+        """clock() at the last poll."""
+
+    def lags(self) -> Iterable[tuple[int, int]]: ...
+
+
 class WorkerCollector:
-    def __init__(self, ctx: WorkerContext) -> None:
-        self.ctx = ctx
+    def __init__(self, worker: Watched) -> None:
+        self.worker = worker
 
     def collect(self) -> Iterator[Metric]:
-        st = self.ctx.stats
+        st = self.worker.stats
         records = CounterMetricFamily(
             "onlinepredict_worker_records", "Records handled by this worker.", labels=["outcome"]
         )
@@ -56,15 +75,16 @@ class WorkerCollector:
             fam.add_metric([], float(getattr(st, name)))
             yield fam
         models = GaugeMetricFamily("onlinepredict_worker_models", "Models held in memory.")
-        models.add_metric([], float(len(self.ctx.models)))
+        models.add_metric([], float(len(self.worker.models)))
         yield models
 
 
-def worker_registry(ctx: WorkerContext, checkpoint: Checkpoint | None = None) -> CollectorRegistry:
+def worker_registry(worker: Watched) -> CollectorRegistry:
     """Everything a worker's ``/metrics`` shows."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(WorkerCollector(ctx))  # type: ignore[arg-type]
-    registry.register(TimingCollector(ctx, checkpoint))  # type: ignore[arg-type]
+    registry.register(WorkerCollector(worker))  # type: ignore[arg-type]
+    timing = TimingCollector(worker.metrics, worker.lags, worker.checkpoint, worker.clock)
+    registry.register(timing)  # type: ignore[arg-type]
     registry.register(BuildInfoCollector())  # type: ignore[arg-type]
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
@@ -72,14 +92,8 @@ def worker_registry(ctx: WorkerContext, checkpoint: Checkpoint | None = None) ->
     return registry
 
 
-async def serve_health(
-    ctx: WorkerContext,
-    port: int,
-    host: str = "0.0.0.0",
-    *,
-    checkpoint: Checkpoint | None = None,
-) -> asyncio.Server:
-    registry = worker_registry(ctx, checkpoint)
+async def serve_health(worker: Watched, port: int, host: str = "0.0.0.0") -> asyncio.Server:
+    registry = worker_registry(worker)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -95,7 +109,7 @@ async def serve_health(
                     "text/plain; version=0.0.4",
                 )
             elif path.startswith("/healthz"):
-                fresh = ctx.clock() - ctx.last_poll < STALE_S
+                fresh = worker.clock() - worker.last_poll < STALE_S
                 status = "200 OK" if fresh else "503 Service Unavailable"
                 body, ctype = (b"ok\n" if fresh else b"stalled\n"), "text/plain"
             else:

@@ -1,47 +1,41 @@
 """The worker loop: poll -> decode/validate -> dedupe -> learn -> checkpoint.
 
-``run_worker(settings)`` builds the :class:`WorkerContext` and runs until ``stop`` is set
-(SIGTERM/SIGINT in ``service.worker.main``), then writes a final checkpoint and leaves the
-consumer group.
+``run_worker(settings)`` builds a :class:`Worker` on the aiokafka log and the Redis store
+(``build_worker``) and runs until ``stop`` is set (SIGTERM/SIGINT in
+``service.worker.main``), then writes a final checkpoint and leaves the consumer group.
+``Worker`` wires any ``Log`` and ``ModelStore`` (``service.worker.ports``): the in-memory
+adapters drive the same ``process_batch`` and ``Checkpoint`` code without a broker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import Protocol
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.structs import ConsumerRecord, TopicPartition
-from redis.asyncio import Redis
-
 from service.config import Settings
 from service.store.checkpoints import Stamp
-from service.store.keys import Keys
+from service.worker.adapters.kafka_log import KafkaLog
+from service.worker.adapters.redis_store import RedisStore
+from service.worker.assignment import Assignment
 from service.worker.checkpoint import Checkpoint
-from service.worker.context import WorkerContext, default_worker_id
 from service.worker.deadletter import DeadLetters
 from service.worker.events import Event, InvalidEvent, decode_event, raw_event_id
 from service.worker.faults import Faults
-from service.worker.loading import load_models, resync_model
-from service.worker.models import APPLIED, DUPLICATE, REJECTED, SKIPPED
-from service.worker.rebalance import RebalanceListener
-from service.worker.retry import RedisUnavailable
-from service.worker.rollback import handle_rollback
+from service.worker.metrics import WorkerMetrics, WorkerStats
+from service.worker.models import APPLIED, DUPLICATE, REJECTED, SKIPPED, ModelRuntime, load_models
+from service.worker.ports import Batch, Log, ModelStore, Record, StoreUnavailable, TopicPartition
+from service.worker.rebalance import Rebalance
+from service.worker.rollback import Rollback
 
 logger = logging.getLogger(__name__)
 
 POLL_TIMEOUT_MS = 200
-SESSION_TIMEOUT_MS = 10_000
-HEARTBEAT_MS = 1_000
-# How long the broker may hold a fetch that finds no new data. aiokafka keeps one fetch in
-# flight per broker and leaves out partitions whose records are still buffered, so while a
-# batch is being learned the next fetch asks only for the idle partitions and the broker
-# holds it for this long before the busy partition can be fetched again. At the default
-# (500 ms) a worker with one busy partition of four sat idle 60% of the time.
-FETCH_MAX_WAIT_MS = 20
 # The stop bound (``worker_stop_timeout_s``) is shared out: the final checkpoint may take
 # up to half of it; leaving the group (aiokafka's consumer.stop() first waits for its group
 # coordination task, which never ends while the broker keeps failing the group's sync) up
@@ -52,11 +46,81 @@ EXIT_RESERVE_S = 1.0
 MIN_STEP_S = 0.1
 
 
-async def process_batch(
-    ctx: WorkerContext,
-    checkpoint: Checkpoint,
-    batch: dict[TopicPartition, list[ConsumerRecord]],
-) -> None:
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class Worker:
+    """The composition root of a worker: its two ports (``log``, ``store``), where it
+    stands in each partition (``assignment``), its models, counters and components."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        log: Log,
+        store: ModelStore,
+        *,
+        worker_id: str,
+        stats: WorkerStats | None = None,
+        stopping: asyncio.Event | None = None,
+        faults: Faults | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.worker_id = worker_id
+        self.log = log
+        self.store = store
+        self.clock = clock
+        self.stats = stats if stats is not None else WorkerStats()
+        self.stopping = stopping if stopping is not None else asyncio.Event()
+        self.faults = faults if faults is not None else Faults()
+        self.metrics = WorkerMetrics()  # timings for /metrics
+        self.models: dict[str, ModelRuntime] = {}
+        self.lock = asyncio.Lock()  # batch vs rebalance callbacks
+        self.assignment = Assignment(log)
+        self.deadletters = DeadLetters(log, settings.deadletter_topic, worker_id)
+        self.checkpoint = Checkpoint(
+            settings,
+            store=store,
+            log=log,
+            assignment=self.assignment,
+            models=self.models,
+            stats=self.stats,
+            deadletters=self.deadletters,
+            metrics=self.metrics,
+            faults=self.faults,
+            clock=clock,
+        )
+        self.rollback = Rollback(
+            store=store,
+            log=log,
+            assignment=self.assignment,
+            models=self.models,
+            stats=self.stats,
+            deadletters=self.deadletters,
+            history_keep=settings.history_keep,
+            seen_keep=settings.seen_ids_keep,
+        )
+        self.rebalance = Rebalance(
+            topic=settings.events_topic,
+            store=store,
+            log=log,
+            assignment=self.assignment,
+            models=self.models,
+            stats=self.stats,
+            checkpoint=self.checkpoint,
+            lock=self.lock,
+            seen_keep=settings.seen_ids_keep,
+        )
+        self.last_poll = 0.0  # clock() at the last poll: /healthz freshness
+        self.final_checkpoint = False  # set when the shutdown's checkpoint was written
+        self.stopped_at: float | None = None  # clock() when the stop was requested
+
+    def lags(self) -> list[tuple[int, int]]:
+        return self.assignment.lags(self.settings.events_topic)
+
+
+async def process_batch(w: Worker, batch: Batch) -> None:
     """Handle one polled batch, partition by partition, in offset order.
 
     Example events are gathered per model and learned with one ``learn_many`` call per
@@ -64,15 +128,16 @@ async def process_batch(
     an unknown model) first learns what is gathered, then is handled alone, so every model
     sees its events in log order and a rollback's seek-back drops the records after it.
     """
-    decoded: list[tuple[TopicPartition, ConsumerRecord, Event | InvalidEvent]] = []
+    next_offset = w.assignment.next_offset
+    decoded: list[tuple[TopicPartition, Record, Event | InvalidEvent]] = []
     wanted: set[str] = set()
     for tp, records in batch.items():
-        floor = ctx.next_offset.get(tp, 0)
+        floor = next_offset.get(tp, 0)
         for rec in records:
             if rec.offset < floor:
-                ctx.stats.redelivered += 1
+                w.stats.redelivered += 1
                 continue
-            floor = ctx.next_offset[tp] = rec.offset + 1
+            floor = next_offset[tp] = rec.offset + 1
             try:
                 ev: Event | InvalidEvent = decode_event(rec.key, rec.value)
                 model: str | None = ev.model  # type: ignore[union-attr]
@@ -81,41 +146,43 @@ async def process_batch(
                 # count it against the model only when it sits on that model's partition
                 own = exc.model is not None and rec.key == exc.model.encode()
                 model = exc.model if own else None
-            if model is not None and model not in ctx.models:
+            if model is not None and model not in w.models:
                 wanted.add(model)
             decoded.append((tp, rec, ev))
     failed: dict[str, str] = {}
     if wanted:
-        loaded, failed = await load_models(ctx, sorted(wanted))
-        ctx.models.update(loaded)
+        loaded, failed = await load_models(
+            w.store, sorted(wanted), seen_keep=w.settings.seen_ids_keep
+        )
+        w.models.update(loaded)
     gathered: dict[str, list[tuple[Event, int, int]]] = {}  # model -> its examples, in order
-    by_offset: dict[tuple[int, int], ConsumerRecord] = {}  # (partition, offset) -> record
+    by_offset: dict[tuple[int, int], Record] = {}  # (partition, offset) -> record
     current: TopicPartition | None = None
     for tp, rec, ev in decoded:
-        if rec.offset >= ctx.next_offset.get(tp, 0):
+        if rec.offset >= next_offset.get(tp, 0):
             continue  # sought back below this record (a rollback): it is delivered again
         if tp != current:  # one partition at a time: a group never spans two
-            await _learn_gathered(ctx, gathered, by_offset)
+            await _learn_gathered(w, gathered, by_offset)
             current = tp
-        if type(ev) is Event and ev.type == "example" and ev.model in ctx.models:
+        if type(ev) is Event and ev.type == "example" and ev.model in w.models:
             gathered.setdefault(ev.model, []).append((ev, tp.partition, rec.offset))
             by_offset[tp.partition, rec.offset] = rec
         else:
-            await _learn_gathered(ctx, gathered, by_offset)
-            await _handle(ctx, tp, rec, ev, failed)
-        checkpoint.note(tp, rec.offset)
-    await _learn_gathered(ctx, gathered, by_offset)
+            await _learn_gathered(w, gathered, by_offset)
+            await _handle(w, tp, rec, ev, failed)
+        w.checkpoint.note(tp, rec.offset)
+    await _learn_gathered(w, gathered, by_offset)
 
 
 async def _learn_gathered(
-    ctx: WorkerContext,
+    w: Worker,
     gathered: dict[str, list[tuple[Event, int, int]]],
-    records: dict[tuple[int, int], ConsumerRecord],
+    records: dict[tuple[int, int], Record],
 ) -> None:
     """Learn each model's gathered examples in one go, then empty ``gathered``."""
-    st = ctx.stats
+    st = w.stats
     for model, items in gathered.items():
-        rt = ctx.models[model]
+        rt = w.models[model]
         started = perf_counter()
         outcomes = rt.handle_many(items)
         elapsed = perf_counter() - started
@@ -130,26 +197,26 @@ async def _learn_gathered(
                 st.skipped += 1
             else:
                 st.rejected += 1
-                await ctx.deadletters.send(records[partition, offset], reason)
+                await w.deadletters.send(records[partition, offset], reason)
         if applied:
             st.applied += applied
-            ctx.metrics.update_histogram(rt.learner.kind).observe_many(elapsed / applied, applied)
-            ctx.faults.hit("after_learn", applied)
+            w.metrics.update_histogram(rt.learner.kind).observe_many(elapsed / applied, applied)
+            w.faults.hit("after_learn", applied)
     gathered.clear()
     records.clear()
 
 
 async def _handle(
-    ctx: WorkerContext,
+    w: Worker,
     tp: TopicPartition,
-    rec: ConsumerRecord,
+    rec: Record,
     ev: Event | InvalidEvent,
     failed: dict[str, str],
 ) -> None:
-    st = ctx.stats
+    st = w.stats
     st.processed += 1
     if isinstance(ev, InvalidEvent):
-        rt = ctx.models.get(ev.model) if ev.model and rec.key == ev.model.encode() else None
+        rt = w.models.get(ev.model) if ev.model and rec.key == ev.model.encode() else None
         if rt is not None and rt.foreign(tp.partition) is None:
             if rt.covers(tp.partition, rec.offset):
                 st.skipped += 1
@@ -158,92 +225,105 @@ async def _handle(
             rt.stamp = Stamp(tp.partition, rec.offset, raw_event_id(rec.value))
             rt.dirty = True
         st.rejected += 1
-        await ctx.deadletters.send(rec, ev.reason)
+        await w.deadletters.send(rec, ev.reason)
         return
-    rt = ctx.models.get(ev.model)
+    rt = w.models.get(ev.model)
     if ev.type == "created":
-        await _created(ctx, tp, rec, ev)
+        await _created(w, tp, rec, ev)
         return
     if rt is None:
         st.rejected += 1
         reason = failed.get(ev.model) or f"unknown model {ev.model!r}"
-        await ctx.deadletters.send(rec, reason)
+        await w.deadletters.send(rec, reason)
         return
     foreign = rt.foreign(tp.partition)
     if foreign is not None:  # changes nothing: not covered by the stamp, seen on replays
         st.rejected += 1
-        await ctx.deadletters.send(rec, foreign)
+        await w.deadletters.send(rec, foreign)
         return
     if ev.type == "rollback":
-        await handle_rollback(ctx, tp, rec, ev, rt)
+        await w.rollback.handle(tp, rec, ev, rt)
         return
     started = perf_counter()
     outcome = rt.handle(ev, tp.partition, rec.offset)
     if outcome == APPLIED:
-        ctx.metrics.update_histogram(rt.learner.kind).observe(perf_counter() - started)
+        w.metrics.update_histogram(rt.learner.kind).observe(perf_counter() - started)
         st.applied += 1
-        ctx.faults.hit("after_learn")
+        w.faults.hit("after_learn")
     elif outcome == DUPLICATE:
         st.duplicate += 1
     elif outcome == SKIPPED:
         st.skipped += 1
     elif outcome == REJECTED:
         st.rejected += 1
-        await ctx.deadletters.send(rec, rt.last_reason)
+        await w.deadletters.send(rec, rt.last_reason)
 
 
-async def _created(ctx: WorkerContext, tp: TopicPartition, rec: ConsumerRecord, ev: Event) -> None:
+async def _created(w: Worker, tp: TopicPartition, rec: Record, ev: Event) -> None:
     """A model's creation marker. Not user data: never dead-lettered, never counted against
     a model. Its own incarnation's marker is covered by the origin stamp; another one that
     its stamp does not cover means the model was re-created while this worker held it, so
     the stored incarnation is loaded (docs/reliability.md, "Re-creating a model")."""
-    ctx.stats.skipped += 1
-    rt = ctx.models.get(ev.model)
+    w.stats.skipped += 1
+    rt = w.models.get(ev.model)
     if rt is None or rt.covers(tp.partition, rec.offset) or rt.foreign(tp.partition):
         return
     if rt.origin is None or rt.origin.event_id != ev.id:
-        await resync_model(ctx, ev.model)
+        await w.checkpoint.resync(ev.model)
 
 
-def refetch(ctx: WorkerContext, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
-    """Drop a stale batch without losing records: each of its partitions still assigned
-    goes back to the next offset the worker expects (the batch may hold records fetched
-    before a seek, from the Kafka committed offset, or after it)."""
-    assigned = ctx.consumer.assignment()
-    for tp in batch:
-        if tp in assigned and tp in ctx.next_offset:
-            ctx.consumer.seek(tp, ctx.next_offset[tp])
+def _quiet(what: str) -> None:
+    pass
+
+
+async def take(
+    w: Worker, batch: Batch, generation: int, doing: Callable[[str], None] = _quiet
+) -> None:
+    """One polled ``batch``, fetched under ``generation``: dropped (its partitions sought
+    back) when a rebalance or a seek happened since, else learned, then a checkpoint when
+    one is due. Holds the lock against the rebalance callbacks."""
+    async with w.lock:
+        if generation != w.assignment.generation:
+            w.assignment.refetch(batch)  # a rebalance or seek happened: stale records
+            return
+        doing("learning a batch")
+        if batch:
+            await process_batch(w, batch)
+        if w.checkpoint.expired():
+            doing("checkpointing")
+            await w.checkpoint.commit()
 
 
 class Deadline:
     """The time left of the stop bound, shared out among the shutdown steps."""
 
-    def __init__(self, ctx: WorkerContext) -> None:
-        self.clock = ctx.clock
-        start = ctx.stopped_at if ctx.stopped_at is not None else ctx.clock()
-        self.end = start + ctx.settings.worker_stop_timeout_s - EXIT_RESERVE_S
+    def __init__(self, w: Worker) -> None:
+        self.clock = w.clock
+        start = w.stopped_at if w.stopped_at is not None else w.clock()
+        self.end = start + w.settings.worker_stop_timeout_s - EXIT_RESERVE_S
 
     def left(self, share: float = 1.0) -> float:
         return max(share * (self.end - self.clock()), MIN_STEP_S)
 
 
-async def _final_checkpoint(ctx: WorkerContext, checkpoint: Checkpoint, deadline: Deadline) -> None:
+async def _final_checkpoint(w: Worker, deadline: Deadline) -> None:
     """Write the final checkpoint, within its share of the stop bound. Not writing it is
     safe (the events after the last one are replayed); the exit code says so."""
     budget = deadline.left(CHECKPOINT_SHARE)
+    checkpoint = w.checkpoint
 
     async def write() -> None:
-        async with ctx.lock:  # a rebalance callback may hold it
+        async with w.lock:  # a rebalance callback may hold it
             await checkpoint.commit()
             await checkpoint.drain()
 
     writes = checkpoint.state_writes
     try:
         await asyncio.wait_for(write(), budget)
-        ctx.final_checkpoint = True
+        w.final_checkpoint = True
     except TimeoutError:
         if checkpoint.state_writes > writes:  # in Redis; only the Kafka offset hint is late
-            ctx.final_checkpoint = True
+            w.final_checkpoint = True
             logger.warning("final checkpoint written; its Kafka offset commit did not finish")
             return
         logger.error(
@@ -251,7 +331,7 @@ async def _final_checkpoint(ctx: WorkerContext, checkpoint: Checkpoint, deadline
             " rebalance in progress); its events will be replayed",
             budget,
         )
-    except RedisUnavailable as exc:
+    except StoreUnavailable as exc:
         logger.error("no final checkpoint: %s; its events will be replayed", exc)
 
 
@@ -270,56 +350,43 @@ async def _bounded(what: str, step: Awaitable[None], seconds: float) -> None:
         logger.warning("%s failed (%s: %s); exiting anyway", what, type(exc).__name__, exc)
 
 
-async def _close_unstarted(ctx: WorkerContext) -> None:
-    for client in (ctx.consumer, ctx.probe, ctx.producer):
-        await client.stop()
-    await ctx.redis.aclose()
+async def _close_unstarted(w: Worker) -> None:
+    await w.log.leave()
+    await w.log.stop_probe()
+    await w.log.stop_producer()
+    await w.store.close()
 
 
-async def build_context(settings: Settings, worker_id: str | None = None) -> WorkerContext:
-    kafka = settings.kafka_options()
-    consumer = AIOKafkaConsumer(
-        group_id=settings.consumer_group,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        max_poll_records=settings.max_poll_records,
-        session_timeout_ms=settings.consumer_session_timeout_ms,
-        heartbeat_interval_ms=min(HEARTBEAT_MS, settings.consumer_session_timeout_ms // 3),
-        fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
-        client_id=f"onlinepredict-worker-{worker_id or default_worker_id()}",
-        **kafka,
-    )
-    producer = AIOKafkaProducer(acks="all", linger_ms=5, **kafka)
-    probe = AIOKafkaConsumer(
-        enable_auto_commit=False, group_id=None, auto_offset_reset="none", **kafka
-    )
+def build_worker(
+    settings: Settings, worker_id: str | None = None, *, stopping: asyncio.Event | None = None
+) -> Worker:
+    """A worker on the aiokafka log and the Redis store (not connected yet)."""
     wid = worker_id or default_worker_id()
-    redis = Redis.from_url(
-        settings.redis_url, socket_connect_timeout=2.0, socket_timeout=5.0, health_check_interval=5
+    clock = time.monotonic
+    stats = WorkerStats()
+    stopping = stopping if stopping is not None else asyncio.Event()
+    log = KafkaLog.from_settings(
+        settings, f"onlinepredict-worker-{worker_id or default_worker_id()}"
     )
-    return WorkerContext(
-        settings=settings,
-        keys=Keys(settings.key_prefix),
-        redis=redis,
-        consumer=consumer,
-        producer=producer,
-        probe=probe,
-        deadletters=DeadLetters(producer, settings.deadletter_topic, wid),
+    store = RedisStore.from_settings(settings, wid, stats, stopping, clock)
+    return Worker(
+        settings,
+        log,
+        store,
         worker_id=wid,
+        stats=stats,
+        stopping=stopping,
         faults=Faults.from_env(),
+        clock=clock,
     )
 
 
-async def _poll(
-    ctx: WorkerContext, stopped: asyncio.Future[None]
-) -> dict[TopicPartition, list[ConsumerRecord]] | None:
+async def _poll(log: Log, max_records: int, stopped: asyncio.Future[None]) -> Batch | None:
     """One poll, or None when the stop comes first. ``getmany`` waits for an assignment
     whatever its timeout, so a worker stuck rejoining its group (a broker that keeps
     failing the group's sync) would never see the stop; records it had fetched but not
     handed out are dropped with the consumer, unacknowledged."""
-    poll = asyncio.ensure_future(
-        ctx.consumer.getmany(timeout_ms=POLL_TIMEOUT_MS, max_records=ctx.settings.max_poll_records)
-    )
+    poll = asyncio.ensure_future(log.getmany(timeout_ms=POLL_TIMEOUT_MS, max_records=max_records))
     await asyncio.wait((poll, stopped), return_when=asyncio.FIRST_COMPLETED)
     if poll.done():
         return poll.result()
@@ -338,90 +405,70 @@ async def run_worker(
     stop: asyncio.Event | None = None,
     worker_id: str | None = None,
     phase: PhaseSink | None = None,
-) -> WorkerContext:
+) -> Worker:
     """Consume until ``stop`` is set, then stop within ``settings.worker_stop_timeout_s``;
-    returns the context (its counters, and whether the final checkpoint was written)."""
-    ctx = await build_context(settings, worker_id)
-    if stop is not None:
-        ctx.stopping = stop
-    if ctx.stopping.is_set():  # asked to stop while starting: nothing learned, nothing to write
-        ctx.final_checkpoint = True
-        await _bounded("closing the clients", _close_unstarted(ctx), settings.worker_stop_timeout_s)
-        logger.info("worker %s stopped while starting", ctx.worker_id)
-        return ctx
+    returns the worker (its counters, and whether the final checkpoint was written)."""
+    w = build_worker(settings, worker_id, stopping=stop)
+    log = w.log
+    if w.stopping.is_set():  # asked to stop while starting: nothing learned, nothing to write
+        w.final_checkpoint = True
+        await _bounded("closing the clients", _close_unstarted(w), settings.worker_stop_timeout_s)
+        logger.info("worker %s stopped while starting", w.worker_id)
+        return w
 
     def doing(what: str) -> None:
         if phase is not None:
             phase.phase = what
 
-    checkpoint = Checkpoint(ctx)
-    ctx.last_poll = ctx.clock()
+    w.last_poll = w.clock()
     health = None
     if settings.worker_metrics_port:
         from service.worker.health import serve_health
 
-        health = await serve_health(
-            ctx,
-            settings.worker_metrics_port,
-            settings.worker_metrics_host,
-            checkpoint=checkpoint,
-        )
+        health = await serve_health(w, settings.worker_metrics_port, settings.worker_metrics_host)
     deadline: Deadline | None = None
 
     async def note_stop() -> None:  # the bound runs from the stop request
-        await ctx.stopping.wait()
-        ctx.stopped_at = ctx.clock()
+        await w.stopping.wait()
+        w.stopped_at = w.clock()
 
     stop_watch = asyncio.ensure_future(note_stop())
     doing("connecting to the broker")
-    await ctx.producer.start()
-    await ctx.probe.start()
+    await log.start()
     try:
-        ctx.consumer.subscribe([settings.events_topic], listener=RebalanceListener(ctx, checkpoint))
-        await ctx.consumer.start()
-        logger.info("worker %s consuming %s", ctx.worker_id, settings.events_topic)
+        await log.subscribe(settings.events_topic, w.rebalance)
+        logger.info("worker %s consuming %s", w.worker_id, settings.events_topic)
         try:
-            while not ctx.stopping.is_set():
+            while not w.stopping.is_set():
                 doing("polling (or rebalancing)")
-                ctx.last_poll = ctx.clock()
-                generation = ctx.generation
-                batch = await _poll(ctx, stop_watch)
+                w.last_poll = w.clock()
+                generation = w.assignment.generation
+                batch = await _poll(log, settings.max_poll_records, stop_watch)
                 if batch is None:
                     break  # stopped while the poll waited (e.g. for a group rejoin)
-                async with ctx.lock:
-                    if generation != ctx.generation:
-                        refetch(ctx, batch)  # a rebalance or seek happened: stale records
-                        continue
-                    doing("learning a batch")
-                    if batch:
-                        await process_batch(ctx, checkpoint, batch)
-                    if checkpoint.expired():
-                        doing("checkpointing")
-                        await checkpoint.commit()
-            deadline = Deadline(ctx)
+                await take(w, batch, generation, doing)
+            deadline = Deadline(w)
             doing("writing the final checkpoint")
-            await _final_checkpoint(ctx, checkpoint, deadline)
-        except RedisUnavailable as exc:
+            await _final_checkpoint(w, deadline)
+        except StoreUnavailable as exc:
             logger.error("no final checkpoint: %s; its events will be replayed", exc)
         finally:
-            deadline = deadline or Deadline(ctx)
+            deadline = deadline or Deadline(w)
             doing("leaving the consumer group")
-            await _bounded(
-                "leaving the consumer group", ctx.consumer.stop(), deadline.left(LEAVE_SHARE)
-            )
+            await _bounded("leaving the consumer group", log.leave(), deadline.left(LEAVE_SHARE))
     finally:
-        deadline = deadline or Deadline(ctx)
+        deadline = deadline or Deadline(w)
         doing("flushing the producer")
         if health is not None:
             health.close()
-        await _bounded("stopping the probe", ctx.probe.stop(), deadline.left(0.2))
-        await _bounded("flushing the producer", ctx.producer.stop(), deadline.left())
-        await _bounded("closing Redis", ctx.redis.aclose(), deadline.left())
+        await _bounded("stopping the probe", log.stop_probe(), deadline.left(0.2))
+        await _bounded("flushing the producer", log.stop_producer(), deadline.left())
+        await _bounded("closing Redis", w.store.close(), deadline.left())
         stop_watch.cancel()
     logger.info(
         "worker %s stopped (%s final checkpoint): %s",
-        ctx.worker_id,
-        "with its" if ctx.final_checkpoint else "WITHOUT a",
-        ctx.stats,
+        w.worker_id,
+        "with its" if w.final_checkpoint else "WITHOUT a",
+        w.stats,
     )
-    return ctx
+    return w

@@ -70,9 +70,9 @@ class StopSignal:
 async def _serve(settings: Settings, worker_id: str | None) -> int:
     stopper = StopSignal(asyncio.get_running_loop(), settings.worker_stop_timeout_s)
     stopper.install()
-    ctx = await run_worker(settings, stop=stopper.stop, worker_id=worker_id, phase=stopper)
+    worker = await run_worker(settings, stop=stopper.stop, worker_id=worker_id, phase=stopper)
     stopper.disarm()
-    return 0 if ctx.final_checkpoint else EXIT_NO_CHECKPOINT
+    return 0 if worker.final_checkpoint else EXIT_NO_CHECKPOINT
 
 
 def main(settings: Settings, worker_id: str | None = None) -> None:

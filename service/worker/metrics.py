@@ -23,14 +23,11 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
-
-if TYPE_CHECKING:
-    from service.worker.checkpoint import Checkpoint
-    from service.worker.context import WorkerContext
 
 UPDATE_BUCKETS_S = (
     1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25,
@@ -39,6 +36,23 @@ UPDATE_BUCKETS_S = (
 CHECKPOINT_BUCKETS_S = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )  # fmt: skip
+
+
+@dataclass
+class WorkerStats:
+    """Worker-level counters, written to ``worker:{id}`` at each checkpoint."""
+
+    processed: int = 0
+    applied: int = 0
+    duplicate: int = 0
+    rejected: int = 0
+    skipped: int = 0  # covered by a stamp (replay after crash or rebalance)
+    deadletter: int = 0
+    checkpoints: int = 0
+    conflicts: int = 0
+    voided_stamps: int = 0
+    redis_retries: int = 0
+    redelivered: int = 0  # records the client handed out twice (dropped)
 
 
 class FastHistogram:
@@ -95,21 +109,31 @@ def _histogram(
     return fam
 
 
+class Progress(Protocol):
+    """What the checkpoint age is read from (``service.worker.checkpoint.Checkpoint``)."""
+
+    pending: int  # events handled since the last checkpoint
+    last: float  # clock() at the last checkpoint
+
+
 class TimingCollector:
-    """Update/checkpoint histograms, consumer lag and checkpoint age of one worker."""
+    """Update/checkpoint histograms, consumer lag and checkpoint age of one worker.
+    ``lags`` gives ``(partition, lag)`` pairs (``Assignment.lags``)."""
 
     def __init__(
         self,
-        ctx: WorkerContext,
-        checkpoint: Checkpoint | None,
-        clock: Callable[[], float] | None = None,
+        metrics: WorkerMetrics,
+        lags: Callable[[], Iterable[tuple[int, int]]],
+        checkpoint: Progress | None,
+        clock: Callable[[], float],
     ) -> None:
-        self.ctx = ctx
+        self.metrics = metrics
+        self.lags = lags
         self.checkpoint = checkpoint
-        self.clock = clock or ctx.clock
+        self.clock = clock
 
     def collect(self) -> Iterator[Metric]:
-        m = self.ctx.metrics
+        m = self.metrics
         yield _histogram(
             "onlinepredict_update_seconds",
             "Duration of one learn step (learner update and running statistics).",
@@ -139,22 +163,11 @@ class TimingCollector:
             yield pending
 
     def _lag(self) -> Metric:
-        ctx = self.ctx
         fam = GaugeMetricFamily(
             "onlinepredict_consumer_lag",
             "Records of the partition not yet processed (fetch high watermark - next offset).",
             labels=["partition"],
         )
-        try:
-            assigned = ctx.consumer.assignment()
-        except Exception:  # noqa: BLE001 - not subscribed yet / stopping: no lag to show
-            assigned = set()
-        for tp in sorted(assigned):
-            if tp.topic != ctx.settings.events_topic:
-                continue
-            highwater = ctx.consumer.highwater(tp)
-            position = ctx.next_offset.get(tp)
-            if highwater is None or position is None:
-                continue  # no fetch answered yet for this partition
-            fam.add_metric([str(tp.partition)], float(max(0, highwater - position)))
+        for partition, lag in self.lags():
+            fam.add_metric([str(partition)], float(lag))
         return fam

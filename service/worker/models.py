@@ -1,4 +1,5 @@
-"""One model inside a worker: learner, running metrics, counters, stamp and seen ids.
+"""One model inside a worker: learner, running metrics, counters, stamp and seen ids;
+``load_models`` builds them from the ``ModelStore``.
 
 :meth:`ModelRuntime.handle` is the per-event online protocol: skip what the stamp covers,
 drop a duplicate id, else ``learn`` (predict, score, update) and update the running
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -35,6 +36,7 @@ from service.store.checkpoints import (
     id_hash,
 )
 from service.worker.events import Event
+from service.worker.ports import ModelStore
 from service.worker.undo import Undo, UnsafeState, check_finite
 
 logger = logging.getLogger(__name__)
@@ -84,7 +86,7 @@ class ModelRuntime:
         return (
             f"model {self.model!r} lives on partition {home} of the events topic (its home"
             f" since creation); this event came on partition {partition}: re-send it to"
-            f" partition {home} (docs/reliability.md, \"Partitions\")"
+            f' partition {home} (docs/reliability.md, "Partitions")'
         )
 
     @classmethod
@@ -341,3 +343,33 @@ class ModelRuntime:
         self.dirty = False
         self.rewind = False
         self.unsee_above = None
+
+
+def unknown_model_reason(model: str) -> str:
+    return f"unknown model {model!r}: create it first (POST /v1/models)"
+
+
+async def load_models(
+    store: ModelStore, ids: Iterable[str], *, seen_keep: int
+) -> tuple[dict[str, ModelRuntime], dict[str, str]]:
+    """Runtimes for ``ids`` (spec + latest checkpoint + seen ids, one store round) and, for
+    those that cannot be loaded, the reason."""
+    ids = list(ids)
+    stored = await store.load(ids)
+    loaded: dict[str, ModelRuntime] = {}
+    failed: dict[str, str] = {}
+    for m in ids:
+        if m not in stored.specs:
+            failed[m] = unknown_model_reason(m)
+            continue
+        try:
+            loaded[m] = ModelRuntime.create(
+                stored.specs[m],
+                stored.states.get(m),
+                stored.seen.get(m, []),
+                seen_keep=seen_keep,
+            )
+        except (ValueError, TypeError, KeyError) as exc:
+            failed[m] = f"cannot load model {m!r}: {exc}"
+            logger.error("%s", failed[m])
+    return loaded, failed

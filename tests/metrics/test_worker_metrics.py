@@ -12,6 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from service.metrics.build import BuildInfoCollector
 from service.metrics.exposition import ModelSnapshot, model_families
 from service.metrics.running import RunningStats
+from service.worker.adapters.memory_log import MemoryBroker, MemoryLog
+from service.worker.assignment import Assignment
 from service.worker.metrics import FastHistogram, TimingCollector, WorkerMetrics
 
 
@@ -39,29 +41,45 @@ def test_fast_histogram_matches_le_semantics() -> None:
     assert abs(h.sum - float(np.sum(allv))) < 1e-9
 
 
-def _fake_ctx(highwater: dict[int, int], positions: dict[int, int]) -> types.SimpleNamespace:
-    topic = "events"
-    tps = {TopicPartition(topic, p) for p in highwater}
-    consumer = types.SimpleNamespace(
-        assignment=lambda: tps, highwater=lambda tp: highwater.get(tp.partition)
-    )
-    return types.SimpleNamespace(
-        metrics=WorkerMetrics(),
-        consumer=consumer,
-        settings=types.SimpleNamespace(events_topic=topic),
-        next_offset={TopicPartition(topic, p): o for p, o in positions.items()},
-        clock=lambda: 100.0,
-    )
+class _Quiet:
+    """A rebalance listener with nothing to restore."""
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        pass
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        pass
 
 
-def test_timing_collector_exposes_lag_age_and_histograms() -> None:
-    ctx = _fake_ctx({0: 50, 1: 7, 2: 9}, {0: 40, 1: 7})  # partition 2: not fetched yet
+async def _assignment(highwater: dict[int, int], positions: dict[int, int]) -> Assignment:
+    """Partitions of ``events`` filled up to ``highwater``, fetched once, with the worker's
+    next offsets at ``positions``."""
+    broker = MemoryBroker({"events": len(highwater)})
+    for p, end in highwater.items():
+        for _ in range(end):
+            broker.append("events", b"{}", partition=p)
+    log = MemoryLog(broker)
+    await log.subscribe("events", _Quiet())
+    await log.rebalance(broker.partitions("events"))
+    await log.getmany(timeout_ms=0, max_records=1)  # a fetch answered: high watermarks known
+    assignment = Assignment(log)
+    for p, o in positions.items():
+        assignment.next_offset[TopicPartition("events", p)] = o
+    return assignment
+
+
+async def test_timing_collector_exposes_lag_age_and_histograms() -> None:
+    assignment = await _assignment({0: 50, 1: 7, 2: 9}, {0: 40, 1: 7})  # 2: no position yet
+    metrics = WorkerMetrics()
     for _ in range(3):
-        ctx.metrics.update_histogram("pa").observe(2e-5)
-    ctx.metrics.checkpoint.observe(0.02)
+        metrics.update_histogram("pa").observe(2e-5)
+    metrics.checkpoint.observe(0.02)
     checkpoint = types.SimpleNamespace(pending=12, last=97.5)
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(TimingCollector(ctx, checkpoint))  # type: ignore[arg-type]
+    collector = TimingCollector(
+        metrics, lambda: assignment.lags("events"), checkpoint, lambda: 100.0
+    )
+    reg.register(collector)  # type: ignore[arg-type]
     got = _samples(reg)
     assert got[("onlinepredict_consumer_lag", (("partition", "0"),))] == 10
     assert got[("onlinepredict_consumer_lag", (("partition", "1"),))] == 0

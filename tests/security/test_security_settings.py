@@ -16,7 +16,9 @@ from redis.asyncio.connection import SSLConnection
 
 from service.api import create_app
 from service.config import Settings
-from service.worker.loop import build_context
+from service.worker.adapters.kafka_log import KafkaLog
+from service.worker.adapters.redis_store import RedisStore
+from service.worker.loop import build_worker
 
 SASL_PW = "sasl-pw-Zq81"
 REDIS_PW = "redis-pw-Xk42"
@@ -109,16 +111,18 @@ def _redis_checks(redis: Redis, crt: str) -> None:
 
 
 async def test_worker_clients_get_the_security_settings(cert) -> None:  # type: ignore[no-untyped-def]
-    ctx = await build_context(_secure(cert), worker_id="sec")
+    worker = build_worker(_secure(cert), worker_id="sec")
+    log, store = worker.log, worker.store
+    assert isinstance(log, KafkaLog) and isinstance(store, RedisStore)
     try:
-        _redis_checks(ctx.redis, cert[0])
-        for client in (ctx.consumer._client, ctx.producer.client, ctx.probe._client):  # noqa: SLF001
+        _redis_checks(store.redis, cert[0])
+        for client in (log.consumer._client, log.producer.client, log.probe._client):  # noqa: SLF001
             assert client._security_protocol == "SASL_SSL"  # noqa: SLF001
             assert client._sasl_mechanism == "SCRAM-SHA-512"  # noqa: SLF001
             assert client._sasl_plain_password == SASL_PW  # noqa: SLF001
             assert isinstance(client._ssl_context, ssl.SSLContext)  # noqa: SLF001
     finally:
-        await ctx.redis.aclose()
+        await store.close()
 
 
 def test_api_clients_get_the_security_settings(cert) -> None:  # type: ignore[no-untyped-def]

@@ -198,7 +198,6 @@ async def test_a_poll_waiting_for_an_assignment_yields_to_the_stop() -> None:
     (broker outage, then a group whose sync kept failing) left a worker there past the
     stop bound. The loop's poll races it against the stop request."""
     import asyncio
-    from types import SimpleNamespace
 
     from service.worker.loop import _poll
 
@@ -213,10 +212,9 @@ async def test_a_poll_waiting_for_an_assignment_yields_to_the_stop() -> None:
             raise AssertionError("unreachable")
 
     consumer = Rejoining()
-    ctx = SimpleNamespace(consumer=consumer, settings=Settings(max_poll_records=10))
     stop = asyncio.Event()
     stopped = asyncio.ensure_future(stop.wait())
     asyncio.get_running_loop().call_later(0.05, stop.set)
     async with asyncio.timeout(10):
-        assert await _poll(ctx, stopped) is None  # type: ignore[arg-type]
+        assert await _poll(consumer, 10, stopped) is None  # type: ignore[arg-type]
     assert consumer.cancelled

@@ -1,0 +1,169 @@
+"""An in-memory ``ModelStore`` with the Redis store's semantics (``service/store/``): the
+version check (``CONFLICT``), stamps that may not go backwards on a partition unless the
+writer rewinds (``BACKWARDS``), the history of the last ``history_keep`` versions with
+their counters and statistics, the seen ids scored by the ``applied`` count and trimmed to
+the newest ``seen_keep`` (dropped above ``unsee_above`` after a rollback), the
+partition-models lists, the worker's counters and the shared dead-letter count.
+``tests/service/test_worker_ports.py`` holds it against the Redis store.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from service.store.checkpoints import (
+    BACKWARDS,
+    CONFLICT,
+    OK,
+    CheckpointWrite,
+    Counters,
+    HistoryEntry,
+    StoredState,
+    WriteResult,
+)
+from service.worker.ports import StoredModels
+
+
+def _copy(counters: Counters) -> Counters:
+    return Counters(**vars(counters))
+
+
+class MemoryStore:
+    def __init__(
+        self,
+        *,
+        worker_id: str = "",
+        history_keep: int = 10,
+        seen_keep: int = 10_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.worker_id = worker_id
+        self.history_keep = history_keep
+        self.seen_keep = seen_keep
+        self.clock = clock  # wall time of ``updated_at`` and the history entries
+        self.specs: dict[str, dict[str, Any]] = {}
+        self.states: dict[str, StoredState] = {}
+        self.history: dict[str, list[HistoryEntry]] = {}  # newest first
+        self.seen: dict[str, dict[str, int]] = {}  # model -> event id -> applied count
+        self.partition_lists: dict[tuple[str, int], set[str]] = {}
+        self.workers: dict[str, dict[str, str]] = {}
+        self.deadletter_count = 0
+        self.closed = False
+
+    # --- what the API does (service/store/registry.py) ------------------------------------
+    def create(self, spec: dict[str, Any], *, topic: str | None = None) -> None:
+        """Like ``create_spec``: with ``topic``, a spec with an origin is registered on its
+        home partition."""
+        self.specs[str(spec["id"])] = dict(spec)
+        origin = spec.get("origin")
+        if topic is not None and isinstance(origin, dict):
+            key = (topic, int(origin["partition"]))
+            self.partition_lists.setdefault(key, set()).add(str(spec["id"]))
+
+    def delete(self, model: str) -> None:
+        """Like ``delete_spec``: the spec, state, history and seen ids go, and the model
+        leaves every partition list."""
+        for table in (self.specs, self.states, self.history, self.seen):
+            table.pop(model, None)
+        for models in self.partition_lists.values():
+            models.discard(model)
+
+    def ordered_seen(self, model: str, upto: float = float("inf")) -> list[str]:
+        """Seen ids oldest first: by score, then by id (a Redis sorted set's order)."""
+        scored = self.seen.get(model, {})
+        return [m for m, s in sorted(scored.items(), key=lambda kv: (kv[1], kv[0])) if s <= upto]
+
+    # --- the ModelStore port --------------------------------------------------------------
+    async def load(self, models: Sequence[str]) -> StoredModels:
+        out = StoredModels()
+        for m in models:
+            if m in self.specs:
+                out.specs[m] = dict(self.specs[m])
+        for m in out.specs:
+            state = self.states.get(m)
+            out.states[m] = replace(state, counters=_copy(state.counters)) if state else None
+            if state is not None:
+                out.seen[m] = self.ordered_seen(m)
+        return out
+
+    async def write(
+        self,
+        writes: Sequence[CheckpointWrite],
+        *,
+        worker_stats: Mapping[str, str],
+        deadletters: int,
+    ) -> list[WriteResult]:
+        for w in writes:  # registered on its partition before its first stamp exists
+            self.partition_lists.setdefault((w.topic, w.stamp.partition), set()).add(w.model)
+        results = [self._write(w) for w in writes]
+        self.workers.setdefault(self.worker_id, {}).update(worker_stats)
+        self.deadletter_count += deadletters
+        return results
+
+    def _write(self, w: CheckpointWrite) -> WriteResult:
+        cur = self.states.get(w.model)
+        version = cur.version if cur is not None else 0
+        if version != w.expected_version:
+            return WriteResult(w.model, CONFLICT, version)
+        spec = self.specs.get(w.model)
+        if spec is None and w.incarnation:  # deleted
+            return WriteResult(w.model, CONFLICT, version)
+        if spec is not None and str(spec.get("incarnation", "")) != w.incarnation:
+            return WriteResult(w.model, CONFLICT, version)  # deleted and created again
+        old = cur.stamp if cur is not None else None
+        if (
+            not w.rewind
+            and old is not None
+            and old.partition == w.stamp.partition
+            and old.offset > w.stamp.offset
+        ):
+            return WriteResult(w.model, BACKWARDS, version)
+        now = self.clock()
+        nv = version + 1
+        self.states[w.model] = StoredState(
+            model=w.model,
+            state=w.state,
+            version=nv,
+            stamp=w.stamp,
+            counters=_copy(w.counters),
+            stats=w.stats or None,
+            worker=self.worker_id,
+            updated_at=now,
+            barrier=w.barrier,
+        )
+        if self.history_keep > 0:
+            entry = HistoryEntry(nv, w.stamp, now, w.state, _copy(w.counters), w.stats or None)
+            kept = self.history.setdefault(w.model, [])
+            kept.insert(0, entry)
+            del kept[self.history_keep :]
+        seen = self.seen.setdefault(w.model, {})
+        if w.unsee_above is not None:
+            for event_id in [m for m, s in seen.items() if s > w.unsee_above]:
+                del seen[event_id]
+        if self.seen_keep > 0 and w.new_ids:
+            for score, event_id in w.new_ids:
+                seen[event_id] = score
+            for event_id in self.ordered_seen(w.model)[: -self.seen_keep]:
+                del seen[event_id]
+        return WriteResult(w.model, OK, nv)
+
+    async def history_entry(self, model: str, version: int) -> HistoryEntry | None:
+        for entry in self.history.get(model, []):
+            if entry.version == version:
+                return entry
+        return None
+
+    async def seen_upto(self, model: str, applied: int) -> list[str]:
+        return self.ordered_seen(model, applied)
+
+    async def partition_models(self, topic: str, partition: int) -> set[str]:
+        return set(self.partition_lists.get((topic, partition), set()))
+
+    async def forget(self, topic: str, partition: int, models: Sequence[str]) -> None:
+        self.partition_lists.get((topic, partition), set()).difference_update(models)
+
+    async def close(self) -> None:
+        self.closed = True
