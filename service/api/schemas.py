@@ -127,6 +127,12 @@ class ModelStatus(BaseModel):
     updated_at: float | None = Field(
         None, description="Unix time of the last checkpoint; null before the first."
     )
+    halted: str | None = Field(
+        None,
+        description="Why the model stopped learning (its log diverged further back than"
+        " its dedupe window can tell old events from new ones); null while it learns."
+        " Re-create the model, or roll it back to a version whose events the log holds.",
+    )
 
 
 class ModelOut(ModelSpec):

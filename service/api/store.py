@@ -141,36 +141,41 @@ class ApiStore:
         # The pool is bytes-mode (decode_responses=False): the blob comes back as bytes.
         return (blob.encode() if isinstance(blob, str) else blob), int(version or 0)
 
-    async def status(self, model: str) -> dict[str, int | float | None]:
+    async def status(self, model: str) -> dict[str, int | float | str | None]:
         return (await self.statuses([model]))[model]
 
-    async def statuses(self, models: list[str]) -> dict[str, dict[str, int | float | None]]:
-        """Per model: checkpoint version, event counters and ``updated_at`` (None before the
-        first checkpoint), read in one round trip whatever the number of models."""
+    async def statuses(self, models: list[str]) -> dict[str, dict[str, int | float | str | None]]:
+        """Per model: checkpoint version, event counters, ``updated_at`` (None before the
+        first checkpoint) and ``halted`` (why it stopped learning, or None), read in one
+        round trip whatever the number of models."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for m in models:
-                pipe.hmget(self.keys.state(m), [*STATUS_FIELDS, "updated_at"])
+                pipe.hmget(self.keys.state(m), [*STATUS_FIELDS, "updated_at", "halted"])
             rows = await pipe.execute()
-        out: dict[str, dict[str, int | float | None]] = {}
+        out: dict[str, dict[str, int | float | str | None]] = {}
         for m, row in zip(models, rows, strict=True):
-            status: dict[str, int | float | None] = {
+            status: dict[str, int | float | str | None] = {
                 f: int(v or 0) for f, v in zip(STATUS_FIELDS, row, strict=False)
             }
-            status["updated_at"] = float(row[-1]) if row[-1] else None
+            status["updated_at"] = float(row[-2]) if row[-2] else None
+            halted = row[-1]
+            status["halted"] = halted.decode() if isinstance(halted, bytes) else halted
             out[m] = status
         return out
 
     async def counters_and_stats(
         self, models: list[str]
     ) -> dict[str, tuple[dict[str, int], bytes | None]]:
-        """Per model: the event counters and the running-statistics blob (not the state)."""
+        """Per model: the event counters (and ``halted``: 1 when the model stopped
+        learning) and the running-statistics blob (not the state)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for m in models:
-                pipe.hmget(self.keys.state(m), [*COUNTERS, "stats"])
+                pipe.hmget(self.keys.state(m), [*COUNTERS, "halted", "stats"])
             rows = await pipe.execute()
         out = {}
         for m, row in zip(models, rows, strict=True):
             counts = {c: int(v or 0) for c, v in zip(COUNTERS, row, strict=False)}
+            counts["halted"] = int(bool(row[-2]))
             out[m] = (counts, row[-1] or None)
         return out
 

@@ -92,9 +92,16 @@ def model_families(snapshots: Iterable[ModelSnapshot]) -> Iterator[Metric]:
     active = GaugeMetricFamily(
         PREFIX + "active_assets", "Assets with weight above 1e-6.", labels=["model"]
     )
+    halted = GaugeMetricFamily(
+        PREFIX + "model_halted",
+        "1 when the model stopped learning because its log diverged further back than its"
+        " dedupe window reaches (its status says why).",
+        labels=["model"],
+    )
     for s in snaps:
         for outcome in OUTCOMES:
             events.add_metric([s.model, outcome], float(s.counters.get(outcome, 0)))
+        halted.add_metric([s.model], float(s.counters.get("halted", 0)))
         if "mistakes" in s.figures:
             mistakes.add_metric([s.model], s.figures["mistakes"])
         for name, value in s.figures.items():
@@ -123,7 +130,7 @@ def model_families(snapshots: Iterable[ModelSnapshot]) -> Iterator[Metric]:
     yield events
     yield mistakes
     yield from gauges.values()
-    yield from (diag, epsilon, weights, prevalence, active)
+    yield from (diag, epsilon, weights, prevalence, active, halted)
 
 
 class SnapshotCollector:

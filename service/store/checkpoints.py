@@ -18,7 +18,8 @@ One model's checkpoint is written by one Lua script (atomic, single hash slot th
    ``rejected``, ``ids_sum`` (sum mod 2**64 of :func:`id_hash` over applied ids, an
    order-independent exactly-once witness), ``stats`` (codec blob of the running metrics),
    ``worker``, ``updated_at`` and ``barrier`` (``partition:offset:event_id`` of the last
-   rollback control event decided, or empty; see ``docs/checkpoints.md``);
+   rollback control event decided, or empty; see ``docs/checkpoints.md``), and clears
+   ``halted`` (why the model had stopped learning; service/worker/divergence.py);
 4. pushes the state onto ``history`` (last K versions): a JSON head (version, stamp, ts,
    counters, ``slen`` = length of the state blob), a newline, the state blob, then the
    stats blob, so a rollback restores state, running metrics and counters together;
@@ -72,6 +73,7 @@ redis.call('HSET', KEYS[1], 'state', ARGV[6], 'version', nv, 'partition', ARGV[3
   'offset', ARGV[4], 'event_id', ARGV[5], 'applied', ARGV[7], 'duplicate', ARGV[8],
   'rejected', ARGV[9], 'ids_sum', ARGV[10], 'stats', ARGV[11], 'worker', ARGV[14],
   'updated_at', ARGV[15], 'barrier', ARGV[16])
+redis.call('HDEL', KEYS[1], 'halted')
 local hkeep = tonumber(ARGV[12])
 if hkeep > 0 then
   local head = cjson.encode({version=nv, partition=tonumber(ARGV[3]),

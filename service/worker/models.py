@@ -68,6 +68,10 @@ class ModelRuntime:
     # before incarnations (docs/reliability.md, "Re-creating a model")
     incarnation: str = ""
     origin: Stamp | None = None
+    # why the model stopped learning (its log diverged beyond what it can tell apart,
+    # service/worker/divergence.py); its examples are skipped until a rollback or a new
+    # incarnation, its stamp stays where it is
+    halted: str | None = None
 
     @property
     def home(self) -> int | None:
@@ -153,7 +157,7 @@ class ModelRuntime:
         return s is not None and s.partition == partition and offset <= s.offset
 
     def handle(self, event: Event, partition: int, offset: int) -> str:
-        if self.covers(partition, offset):
+        if self.covers(partition, offset) or self.halted is not None:
             return SKIPPED
         foreign = self.foreign(partition)
         if foreign is not None:
@@ -203,6 +207,8 @@ class ModelRuntime:
         turns non-finite), the model is put back as it was and the whole group goes through
         ``handle`` one by one, which finds and rejects the bad events.
         """
+        if self.halted is not None:
+            return [(SKIPPED, "")] * len(items)
         foreign = self.foreign(items[0][1]) if items else None
         if foreign is not None:  # a group is one partition's
             return [(REJECTED, foreign) for _ in items]

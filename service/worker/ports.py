@@ -141,6 +141,13 @@ class ModelStore(Protocol):
 
     async def history_entry(self, model: str, version: int) -> HistoryEntry | None: ...
 
+    async def history(self, model: str) -> list[HistoryEntry]:
+        """The kept checkpoints, newest first."""
+
+    async def note_halted(self, model: str, reason: str) -> None:
+        """Record why a model stopped learning, for its status (the next checkpoint
+        written for it clears the note)."""
+
     async def seen_upto(self, model: str, applied: int) -> list[str]:
         """The seen ids applied up to the ``applied`` count, oldest first."""
 

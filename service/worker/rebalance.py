@@ -5,7 +5,8 @@ On assignment (docs/design.md, "Checkpoints"): each partition is sought to the l
 no usable stamp, or no registered model at all, makes it start from the log's beginning
 (never from Kafka's committed offset). A stamp is void when the partition now ends at or
 before it, or the record at its offset carries another event id (the memory-only broker
-restarted): the model keeps its learned state and learns the new log from its start.
+restarted): the model keeps its learned state and resumes after the newest known point the
+log still holds, or stops learning when that cannot be done exactly (divergence.py).
 On revoke: checkpoint everything, then drop the revoked partitions' models.
 """
 
@@ -17,6 +18,7 @@ import logging
 from service.store.checkpoints import Stamp
 from service.worker.assignment import Assignment
 from service.worker.checkpoint import Checkpoint
+from service.worker.divergence import find_resume
 from service.worker.events import raw_event_id
 from service.worker.metrics import WorkerStats
 from service.worker.models import ModelRuntime, load_models
@@ -109,16 +111,24 @@ class Rebalance:
                 positions.append(begin)
                 continue
             if s.offset >= begin and await stamp_is_void(log, tp, s):
+                self.stats.voided_stamps += 1
+                resume = await find_resume(log, store, tp, rt)
+                if resume.halted is not None:  # must not pin the partition either
+                    logger.error("%s", resume.halted)
+                    rt.halted = resume.halted
+                    await store.note_halted(rt.model, resume.halted)
+                    continue
                 logger.warning(
-                    "model %r: stamp %s is void (the log was reset); relearning the log",
+                    "model %r: stamp %s is void (the log diverged); resuming after %s",
                     rt.model,
                     s,
+                    resume.stamp or "the log's start",
                 )
-                self.stats.voided_stamps += 1
-                rt.stamp = None
+                rt.stamp = resume.stamp
                 rt.barrier = None  # a rollback barrier from the old log is void too
                 rt.rewind = True
-                positions.append(begin)
+                rt.dirty = True
+                positions.append(begin if resume.stamp is None else resume.stamp.offset + 1)
             else:
                 positions.append(s.offset + 1)
         self.models.update(loaded)

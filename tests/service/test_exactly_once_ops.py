@@ -128,30 +128,15 @@ def test_model_events_on_another_partition_are_dead_lettered_not_replayed(
     assert_exact(problems)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ExactlyOnceBroken,
-    reason=(
-        "issue 14: the stamp past the new log end is void and the partition is relearned from"
-        " its start, the surviving prefix twice: 505 applied for 305 distinct ids"
-    ),
-)
-def test_truncated_log_prefix_is_not_learned_again_after_a_restart(
-    make_settings, redis_client: redis_lib.Redis, tmp_path: Path
-) -> None:
-    """The log loses its tail (replication factor 1, unclean leader election) and new
-    records are written at the old offsets; the worker restarts in between. The surviving
-    prefix is already learned; the new records are learned once."""
-    port = free_port()
-    broker = start_broker(port=port)
-    worker = None
+def _truncate_and_restart(
+    st, model: str, redis_client: redis_lib.Redis, tmp_path: Path, port: int, broker
+):  # type: ignore[no-untyped-def]
+    """Learn 300 events, stop the worker, restart the memory broker (the log is gone),
+    re-produce the first 200 (same ids at the same offsets) and 5 new ones, restart the
+    worker; returns the old records, the new log and the broker now running."""
+    worker = WorkerProcess(st, "w", tmp_path)
+    worker.start()
     try:
-        st = make_settings(**FAST, seen_ids_keep=SMALL_WINDOW, kafka_bootstrap=broker.url)
-        keys, model = Keys(st.key_prefix), "cut"
-        spec = _spec(model)
-        register(redis_client, keys, spec)
-        worker = WorkerProcess(st, "w", tmp_path)
-        worker.start()
         old = run(produce_at(st, examples(model, 3, 300, seed=146, tag="old")))
         wait_committed(st, ends_of(old), "the events before the truncation")
         assert worker.stop() == 0
@@ -166,11 +151,61 @@ def test_truncated_log_prefix_is_not_learned_again_after_a_restart(
         wait_committed(st, ends_of(relog), "the rewritten log")
         assert worker.stop() == 0
     finally:
-        if worker is not None:
-            worker.kill()
+        worker.kill()
+    return old, relog, broker
+
+
+def test_truncated_log_prefix_is_not_learned_again_after_a_restart(
+    make_settings, redis_client: redis_lib.Redis, tmp_path: Path
+) -> None:
+    """The log loses its tail (replication factor 1, unclean leader election) and new
+    records are written at the old offsets; the worker restarts in between. The model
+    resumes after the newest kept stamp the log still holds (service/worker/divergence.py):
+    the surviving prefix is not learned again, the new records are learned once."""
+    port = free_port()
+    broker = start_broker(port=port)
+    try:
+        st = make_settings(**FAST, kafka_bootstrap=broker.url)
+        keys, model = Keys(st.key_prefix), "cut"
+        spec = _spec(model)
+        register(redis_client, keys, spec)
+        old, relog, broker = _truncate_and_restart(st, model, redis_client, tmp_path, port, broker)
+    finally:
         broker.stop()
     ref = replay({model: spec}, old + relog)
     problems = mismatches(redis_client, keys, model, ref[model])
+    if redis_client.hget(keys.state(model), "halted"):
+        problems.append("halted although its window holds every id it applied")
+    assert_exact(problems)
+
+
+def test_truncated_log_beyond_the_window_stops_the_model_instead_of_relearning(
+    make_settings, redis_client: redis_lib.Redis, tmp_path: Path
+) -> None:
+    """As above with a dedupe window of 50 ids: the newest kept stamp still in the log is
+    older than the window reaches, so old and new events cannot be told apart there. The
+    model stops learning and says so; it never learns an event twice (before: the
+    partition was relearned from its start, the surviving prefix twice: 505 applied for
+    305 distinct ids)."""
+    port = free_port()
+    broker = start_broker(port=port)
+    try:
+        st = make_settings(**FAST, seen_ids_keep=SMALL_WINDOW, kafka_bootstrap=broker.url)
+        keys, model = Keys(st.key_prefix), "cut-far"
+        spec = _spec(model)
+        register(redis_client, keys, spec)
+        old, _, broker = _truncate_and_restart(st, model, redis_client, tmp_path, port, broker)
+        with TestClient(create_app(st)) as api:
+            status = api.get(f"/v1/models/{model}").json()["status"]
+            metrics = api.get("/metrics").text
+    finally:
+        broker.stop()
+    ref = replay({model: spec}, old)  # what it learned before, and nothing since
+    problems = mismatches(redis_client, keys, model, ref[model])
+    if not (status["halted"] or "").startswith(f"model {model!r}: the log diverged"):
+        problems.append(f"status does not say it stopped: {status}")
+    if f'onlinepredict_model_halted{{model="{model}"}} 1.0' not in metrics:
+        problems.append("the halted gauge is not 1")
     assert_exact(problems)
 
 

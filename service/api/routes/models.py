@@ -18,7 +18,7 @@ from service.metrics.running import RunningStats
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
 
-def _out(spec: ModelSpec, status_: dict[str, int | float | None] | None = None) -> ModelOut:
+def _out(spec: ModelSpec, status_: dict[str, int | float | str | None] | None = None) -> ModelOut:
     cls = learners.REGISTRY.get(spec.kind)
     task = cls.task if cls is not None else "unknown"
     return ModelOut(

@@ -46,7 +46,8 @@ class MemoryStore:
         self.clock = clock  # wall time of ``updated_at`` and the history entries
         self.specs: dict[str, dict[str, Any]] = {}
         self.states: dict[str, StoredState] = {}
-        self.history: dict[str, list[HistoryEntry]] = {}  # newest first
+        self.histories: dict[str, list[HistoryEntry]] = {}  # newest first
+        self.halted: dict[str, str] = {}  # model -> why it stopped learning
         self.seen: dict[str, dict[str, int]] = {}  # model -> event id -> applied count
         self.partition_lists: dict[tuple[str, int], set[str]] = {}
         self.workers: dict[str, dict[str, str]] = {}
@@ -66,7 +67,7 @@ class MemoryStore:
     def delete(self, model: str) -> None:
         """Like ``delete_spec``: the spec, state, history and seen ids go, and the model
         leaves every partition list."""
-        for table in (self.specs, self.states, self.history, self.seen):
+        for table in (self.specs, self.states, self.histories, self.seen, self.halted):
             table.pop(model, None)
         for models in self.partition_lists.values():
             models.discard(model)
@@ -134,9 +135,10 @@ class MemoryStore:
             updated_at=now,
             barrier=w.barrier,
         )
+        self.halted.pop(w.model, None)  # a write clears the note, as the script does
         if self.history_keep > 0:
             entry = HistoryEntry(nv, w.stamp, now, w.state, _copy(w.counters), w.stats or None)
-            kept = self.history.setdefault(w.model, [])
+            kept = self.histories.setdefault(w.model, [])
             kept.insert(0, entry)
             del kept[self.history_keep :]
         seen = self.seen.setdefault(w.model, {})
@@ -151,10 +153,16 @@ class MemoryStore:
         return WriteResult(w.model, OK, nv)
 
     async def history_entry(self, model: str, version: int) -> HistoryEntry | None:
-        for entry in self.history.get(model, []):
+        for entry in self.histories.get(model, []):
             if entry.version == version:
                 return entry
         return None
+
+    async def history(self, model: str) -> list[HistoryEntry]:
+        return list(self.histories.get(model, []))
+
+    async def note_halted(self, model: str, reason: str) -> None:
+        self.halted[model] = reason
 
     async def seen_upto(self, model: str, applied: int) -> list[str]:
         return self.ordered_seen(model, applied)

@@ -26,6 +26,7 @@ from service.store.checkpoints import (
     WriteResult,
     forget_partition_model,
     partition_models,
+    read_history,
     read_history_entry,
     read_seen,
     read_seen_upto,
@@ -221,6 +222,14 @@ class RedisStore:
     async def history_entry(self, model: str, version: int) -> HistoryEntry | None:
         return await self.retry.call(
             lambda: read_history_entry(self.redis, self.keys, model, version), "history"
+        )
+
+    async def history(self, model: str) -> list[HistoryEntry]:
+        return await self.retry.call(lambda: read_history(self.redis, self.keys, model), "history")
+
+    async def note_halted(self, model: str, reason: str) -> None:
+        await self.retry.call(
+            lambda: self.redis.hset(self.keys.state(model), "halted", reason), "halted note"
         )
 
     async def seen_upto(self, model: str, applied: int) -> list[str]:

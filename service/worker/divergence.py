@@ -1,0 +1,92 @@
+"""Where to resume a model whose stamp is void: the log diverged from what it learned.
+
+A stamp is void when the record at its offset now carries another event id or the log ends
+before it (a truncated tail with new records written at the old offsets: replication factor
+1, an unclean leader election, the memory-only broker restarted). The model's state includes
+every event up to the void stamp, some of which the log no longer holds. The events it still
+holds at their old offsets must not be learned again, the new ones must be learned once
+(docs/reliability.md, "Ordinary operations").
+
+The known points of the old log are the model's origin and its kept checkpoints' stamps
+(``history``, each with the ``applied`` count of its version). The newest one the log still
+holds at its offset, P, is before the divergence; the records between P and the divergence
+are old events applied after P. When every id applied after P is still in the model's
+dedupe window (``applied(P) >= applied - len(window)``), resuming after P is exact: those
+records are dropped as duplicates and everything after the divergence is learned. Otherwise
+the service cannot tell old from new there, so the model stops learning and says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from service.store.checkpoints import Stamp
+from service.worker.events import raw_event_id
+from service.worker.models import ModelRuntime
+from service.worker.ports import Log, ModelStore, Probe, TopicPartition
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Resume:
+    """``stamp``: the new stamp (None: from the log's start); ``halted``: why the model
+    cannot resume safely (then ``stamp`` is unused)."""
+
+    stamp: Stamp | None
+    halted: str | None = None
+
+
+async def holds(log: Log, tp: TopicPartition, stamp: Stamp) -> bool | None:
+    """Whether the log holds the stamp's event at the stamp's offset; None when the
+    record cannot be read (compacted away, or the broker did not answer)."""
+    rec = await log.read_at(tp, stamp.offset)
+    if rec is Probe.PAST_END:
+        return False
+    if rec is Probe.UNREADABLE or isinstance(rec, Probe) or rec.offset != stamp.offset:
+        return None
+    return raw_event_id(rec.value) == stamp.event_id
+
+
+async def find_resume(log: Log, store: ModelStore, tp: TopicPartition, rt: ModelRuntime) -> Resume:
+    """The newest known point still in the log whose later ids the window covers."""
+    floor = rt.counters.applied - len(rt.seen)  # ids applied after this count are in the window
+    points: list[tuple[int, Stamp]] = []  # (applied count at the point, its stamp), newest first
+    for entry in await store.history(rt.model):
+        if entry.counters is not None and entry.stamp.partition == tp.partition:
+            points.append((entry.counters.applied, entry.stamp))
+    if rt.origin is not None and rt.origin.partition == tp.partition:
+        points.append((0, rt.origin))
+    begin = await log.beginning_offset(tp)
+    for applied, stamp in points:
+        if stamp.offset < begin or stamp == rt.stamp:
+            continue
+        held = await holds(log, tp, stamp)
+        if not held:
+            continue
+        if applied >= floor:
+            return Resume(stamp)
+        return Resume(None, _halt(rt, stamp, applied, floor))
+    if rt.origin is None and floor <= 0:  # every id it ever applied is in the window
+        return Resume(None)
+    return Resume(
+        None,
+        f"model {rt.model!r}: the log diverged from what it learned (its stamp {_at(rt.stamp)}"
+        " is void) and no kept checkpoint stamp is still in the log; it stopped learning."
+        " Re-create it, or roll it back to a version whose events the log holds",
+    )
+
+
+def _halt(rt: ModelRuntime, stamp: Stamp, applied: int, floor: int) -> str:
+    return (
+        f"model {rt.model!r}: the log diverged from what it learned (its stamp {_at(rt.stamp)}"
+        f" is void); the newest kept stamp still in the log ({_at(stamp)}) is {floor - applied}"
+        " events older than the dedupe window reaches, so old and new events there cannot be"
+        " told apart; it stopped learning. Re-create it, or roll it back to a version whose"
+        " events the log holds"
+    )
+
+
+def _at(stamp: Stamp | None) -> str:
+    return "none" if stamp is None else f"{stamp.partition}@{stamp.offset}"
