@@ -406,3 +406,36 @@ async def test_a_rollback_over_the_memory_ports_relearns_exactly_once() -> None:
     # the same state as learning the 15 examples straight through
     straight = (await _learn_straight(examples, settings)).states["a"]
     assert (after.state, after.stats) == (straight.state, straight.stats)
+
+
+@pytest.mark.parametrize("window", [100, 5])
+async def test_a_truncated_log_resumes_exactly_or_stops_the_model(window: int) -> None:
+    """30 examples learned, checkpoints every 5; the partition loses them and gets the
+    first 20 back at their offsets plus 3 new ones (new ids at old offsets). With a window
+    that holds every id applied since the newest kept stamp the log still holds (offset
+    19), the model resumes there: 33 applied, each once. With a window of 5 it cannot tell
+    old from new: it stops learning and says so, and learns nothing twice."""
+    settings = _settings(seen_ids_keep=window)
+    broker = MemoryBroker({TOPIC: 2})
+    store = MemoryStore(worker_id="sim", history_keep=50, seen_keep=window)
+    store.create({"id": "a", "kind": "pa", "dim": 2, "params": {}})
+    old = [_example("a", f"a{i}", i) for i in range(30)]
+    _produce(broker, old)
+    first = await _start(broker, store, settings)
+    await _run(first, first.log)  # type: ignore[arg-type]
+    assert store.states["a"].counters.applied == 30
+    broker.reset(P0)
+    _produce(broker, old[:20] + [_example("a", f"new{i}", i) for i in range(3)])
+    again = await _start(broker, store, settings)
+    await _run(again, again.log)  # type: ignore[arg-type]
+    state = store.states["a"]
+    if window == 100:
+        assert "a" not in store.halted and again.stats.voided_stamps == 1
+        assert state.counters.applied == 33 and again.stats.applied == 3
+        learned = [f"a{i}" for i in range(30)] + [f"new{i}" for i in range(3)]
+        assert state.counters.ids_sum == ids_sum(learned)
+        assert state.stamp == Stamp(0, 22, "new2")
+    else:
+        assert store.halted["a"].startswith("model 'a': the log diverged")
+        assert state.counters.applied == 30 and again.stats.applied == 0
+        assert state.counters.ids_sum == ids_sum(f"a{i}" for i in range(30))
