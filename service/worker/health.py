@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from prometheus_client import (
     CollectorRegistry,
@@ -52,6 +53,15 @@ class Watched(Protocol):
     def lags(self) -> Iterable[tuple[int, int]]: ...
 
 
+@runtime_checkable
+class Windowed(Protocol):
+    """What the endpoint reads of a model (``service.worker.models.ModelRuntime``)."""
+
+    evicted: int
+
+    def dedupe_horizon(self, now: float) -> tuple[int, float]: ...
+
+
 class WorkerCollector:
     def __init__(self, worker: Watched) -> None:
         self.worker = worker
@@ -77,6 +87,35 @@ class WorkerCollector:
         models = GaugeMetricFamily("onlinepredict_worker_models", "Models held in memory.")
         models.add_metric([], float(len(self.worker.models)))
         yield models
+        yield from self._dedupe()
+
+    def _dedupe(self) -> Iterator[Metric]:
+        """The dedupe horizon of each model this worker holds (docs/reliability.md,
+        "Duplicates"); ids dropped as duplicates are ``onlinepredict_events_total``."""
+        ids = GaugeMetricFamily(
+            "onlinepredict_dedupe_horizon_events",
+            "Ids in the model's dedupe window: a re-sent id among them is dropped.",
+            labels=["model"],
+        )
+        age = GaugeMetricFamily(
+            "onlinepredict_dedupe_horizon_seconds",
+            "Seconds since the oldest id in the dedupe window was applied (at least): a"
+            " re-send within this time is dropped.",
+            labels=["model"],
+        )
+        evicted = CounterMetricFamily(
+            "onlinepredict_dedupe_evicted",
+            "Ids that left the dedupe window in this worker: re-sent now, they are learned again.",
+            labels=["model"],
+        )
+        now = time.time()
+        for model, rt in sorted(self.worker.models.items()):
+            if isinstance(rt, Windowed):
+                n, seconds = rt.dedupe_horizon(now)
+                ids.add_metric([model], float(n))
+                age.add_metric([model], seconds)
+                evicted.add_metric([model], float(rt.evicted))
+        yield from (ids, age, evicted)
 
 
 def worker_registry(worker: Watched) -> CollectorRegistry:

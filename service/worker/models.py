@@ -16,6 +16,7 @@ reason (the worker dead-letters it). Nothing a producer sends can stop a worker.
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -54,7 +55,10 @@ class ModelRuntime:
     counters: Counters = field(default_factory=Counters)
     version: int = 0  # the stored version this runtime descends from
     stamp: Stamp | None = None  # last handled event
-    seen: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    # the dedupe window: recent applied ids -> the wall time they were applied (ids loaded
+    # from a checkpoint: the load time, so the stated horizon is never overstated)
+    seen: OrderedDict[str, float] = field(default_factory=OrderedDict)
+    evicted: int = 0  # ids that left the window in this process: re-sent now, learned again
     seen_keep: int = 10_000
     new_ids: list[tuple[int, str]] = field(default_factory=list)
     dirty: bool = False
@@ -147,8 +151,9 @@ class ModelRuntime:
             incarnation=incarnation,
             origin=origin,
         )
+        now = time.time()
         for event_id in seen[-seen_keep:] if seen_keep else []:
-            rt.seen[event_id] = None
+            rt.seen[event_id] = now
         return rt
 
     def covers(self, partition: int, offset: int) -> bool:
@@ -321,10 +326,19 @@ class ModelRuntime:
         c.applied += 1
         c.ids_sum = (c.ids_sum + id_hash(event_id)) & _MASK64
         if self.seen_keep:
-            self.seen[event_id] = None
+            self.seen[event_id] = time.time()
             if len(self.seen) > self.seen_keep:
                 self.seen.popitem(last=False)
+                self.evicted += 1
             self.new_ids.append((c.applied, event_id))
+
+    def dedupe_horizon(self, now: float) -> tuple[int, float]:
+        """The dedupe horizon (docs/reliability.md, "Duplicates"): an id re-sent is dropped
+        while it is among the last ``seen_keep`` ids applied; that is the window's size in
+        ids, and how long ago its oldest id was applied, in seconds."""
+        if not self.seen:
+            return 0, 0.0
+        return len(self.seen), max(0.0, now - next(iter(self.seen.values())))
 
     def checkpoint_write(self, topic: str) -> CheckpointWrite:
         assert self.stamp is not None

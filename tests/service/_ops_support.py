@@ -122,16 +122,22 @@ def ends_of(*logs: list[Record]) -> dict[int, int]:
     return out
 
 
-def worker_records(port: int) -> dict[str, float]:
-    """A worker's live record counters by outcome (its ``/metrics``)."""
+def worker_metric(port: int, prefix: str) -> dict[str, float]:
+    """A worker's live samples whose line starts with ``prefix`` (its ``/metrics``), by
+    their first label's value."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         text = resp.read().decode()
     out = {}
     for line in text.splitlines():
-        if line.startswith('onlinepredict_worker_records_total{outcome="'):
+        if line.startswith(prefix):
             label, value = line.split("} ")
             out[label.split('"')[1]] = float(value)
     return out
+
+
+def worker_records(port: int) -> dict[str, float]:
+    """A worker's live record counters by outcome."""
+    return worker_metric(port, 'onlinepredict_worker_records_total{outcome="')
 
 
 def register(r: redis_lib.Redis, keys: Keys, spec: dict[str, Any]) -> None:

@@ -42,6 +42,7 @@ from tests.service._ops_support import (
     recreate_topic,
     register,
     wait_committed,
+    worker_metric,
     worker_records,
 )
 from tests.service.conftest import FAST, WorkerProcess, read_topic, replay, run
@@ -287,4 +288,41 @@ def test_lost_first_checkpoint_is_relearned_not_skipped(
         worker.kill()
     ref = replay({model: spec}, first + more)
     problems = mismatches(redis_client, keys, model, ref[model])
+    assert_exact(problems)
+
+
+def test_an_id_resent_past_the_dedupe_window_is_counted_not_silent(
+    make_settings, redis_client: redis_lib.Redis, tmp_path: Path
+) -> None:
+    """The dedupe horizon is stated (ids in the window, and how long ago its oldest was
+    applied) and the ids that left it are counted, per model, on the worker's /metrics: an
+    id re-sent past the window is learned again, but never silently (before: nothing said
+    so; docs/reliability.md, "Duplicates")."""
+    port = free_port()
+    st = make_settings(**FAST, seen_ids_keep=5, worker_metrics_port=port)
+    keys, model = Keys(st.key_prefix), "window"
+    register(redis_client, keys, _spec(model))
+    worker = WorkerProcess(st, "w", tmp_path)
+    worker.start()
+    try:
+        first = examples(model, 3, 10, seed=150, tag="w")
+        sent = run(produce_at(st, first))
+        wait_committed(st, ends_of(sent), "ten events")
+        inside = run(produce_at(st, first[7:8]))  # still in the window: dropped
+        again = run(produce_at(st, first[:1]))  # 9 ids later: past the window, learned
+        wait_committed(st, ends_of(sent, inside, again), "the re-sent ids")
+        window = worker_metric(port, "onlinepredict_dedupe_horizon_events{")
+        seconds = worker_metric(port, "onlinepredict_dedupe_horizon_seconds{")
+        evicted = worker_metric(port, "onlinepredict_dedupe_evicted_total{")
+        assert worker.stop() == 0
+    finally:
+        worker.kill()
+    h = redis_client.hgetall(keys.state(model))
+    problems = []
+    if (int(h[b"applied"]), int(h[b"duplicate"])) != (11, 1):
+        problems.append(f"applied/duplicate {h[b'applied']}/{h[b'duplicate']}, expected 11/1")
+    if window.get(model) != 5.0 or not seconds.get(model, -1) >= 0:
+        problems.append(f"horizon not stated: {window}, {seconds}")
+    if evicted.get(model) != 6.0:  # 11 applied through a window of 5
+        problems.append(f"ids that left the window: {evicted}, expected 6")
     assert_exact(problems)
