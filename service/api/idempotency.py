@@ -9,7 +9,7 @@ another body is refused (422, as the draft says). docs/design.md, "Idempotency-K
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from fastapi import Depends, Header, Request
 
@@ -87,6 +87,23 @@ def reused_message(operation: str) -> str:
         f"{HEADER} was used before with another request body on {operation}: a key names one"
         " operation; retry it with the same body, or send a new key for a new operation"
     )
+
+
+class RequestMemory(Protocol):
+    async def remember_request(
+        self, model: str, key_digest: str, fingerprint: str, ttl_s: int
+    ) -> bool: ...
+
+
+async def check_reuse(
+    store: RequestMemory, model: str, key: str, operation: str, body: str, ttl_s: int
+) -> None:
+    """Record the first request sent with ``key`` to ``operation`` (``"events"`` or
+    ``"labels"``) of ``model``; ``KeyReused`` (422) when the key came before with another
+    operation or body."""
+    same = await store.remember_request(model, key_digest(key), fingerprint(operation, body), ttl_s)
+    if not same:
+        raise KeyReused(reused_message(f"POST /v1/models/{model}/{operation}"))
 
 
 async def idempotency_key(

@@ -44,13 +44,15 @@ def chaos(make_settings, tmp_path: Path) -> Iterator[tuple[ChaosBroker, Settings
 
 
 def model_records(settings: Settings, model: str) -> list[dict[str, Any]]:
+    """The model's events on the topic (its creation marker left out)."""
     import json
 
-    return [
+    records = [
         json.loads(v)
         for _, _, k, v in run(read_topic(settings, settings.events_topic))
         if k == model.encode()
     ]
+    return [r for r in records if r.get("type") != "created"]
 
 
 def learned(settings: Settings, model: str, records: int, tmp_path: Path) -> dict[str, int]:

@@ -11,11 +11,8 @@ from fastapi import APIRouter, status
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep, StoreDep
 from service.api.idempotency import (
     IdempotencyKeyDep,
-    KeyReused,
+    check_reuse,
     derived_event_id,
-    fingerprint,
-    key_digest,
-    reused_message,
 )
 from service.api.routes._common import check_vectors, errors
 from service.api.schemas import Accepted, EventsRequest
@@ -80,14 +77,14 @@ async def send_events(
         if e.y is not None:
             check_label(served, e.y, f"events[{i}].y")
     if idempotency_key is not None:
-        same = await store.remember_request(
+        await check_reuse(
+            store,
             model.id,
-            key_digest(idempotency_key),
-            fingerprint("events", body.model_dump_json()),
+            idempotency_key,
+            "events",
+            body.model_dump_json(),
             settings.idempotency_ttl_s,
         )
-        if not same:
-            raise KeyReused(reused_message(f"POST /v1/models/{model.id}/events"))
     records = [
         event_record(
             model.id, e.id or assign_id(model.id, idempotency_key, i), e.x, e.y, e.hint, e.ts

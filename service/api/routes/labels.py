@@ -17,10 +17,7 @@ from redis.exceptions import RedisError
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep, StoreDep
 from service.api.idempotency import (
     IdempotencyKeyDep,
-    KeyReused,
-    fingerprint,
-    key_digest,
-    reused_message,
+    check_reuse,
 )
 from service.api.routes._common import errors
 from service.api.routes.events import check_label, event_record
@@ -56,14 +53,14 @@ async def send_label(
     """Join a label to its prediction's features and produce the event (once per prediction)."""
     check_label(await cache.get(model), body.y, "y")
     if idempotency_key is not None:
-        same = await store.remember_request(
+        await check_reuse(
+            store,
             model.id,
-            key_digest(idempotency_key),
-            fingerprint("labels", body.model_dump_json()),
+            idempotency_key,
+            "labels",
+            body.model_dump_json(),
             settings.idempotency_ttl_s,
         )
-        if not same:
-            raise KeyReused(reused_message(f"POST /v1/models/{model.id}/labels"))
     event_id = label_event_id(body.prediction_id)
     y_json = json.dumps(body.y)
     claim = await store.claim_prediction(model.id, body.prediction_id, y_json, idempotency_key)
