@@ -14,6 +14,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -79,6 +80,25 @@ async def read_report(redis: Redis, keys: Keys, tickers: list[str], sent: int) -
     return Report(sent, stored.counters.applied, te, top, learner.kind)
 
 
+async def _create_once(
+    settings: Settings, redis: Redis, keys: Keys, producer: Any, spec: dict[str, Any]
+) -> int | None:
+    """Create the demo model unless it exists, as ``POST /v1/models`` does (its ``created``
+    marker, then its spec: a new incarnation); its home partition."""
+    stored = await registry.get_spec(redis, keys, MODEL_ID)
+    if stored is None:
+        marker = registry.created_marker(MODEL_ID, uuid.uuid4().hex)
+        md = await producer.send_and_wait(
+            settings.events_topic, json.dumps(marker).encode(), key=MODEL_ID.encode()
+        )
+        stored = registry.incarnate(spec, marker, md.partition, md.offset)
+        if await registry.create_spec(redis, keys, stored, topic=settings.events_topic):
+            logger.info("created model %s (kind %s)", MODEL_ID, spec["kind"])
+        else:  # created meanwhile by someone else
+            stored = await registry.get_spec(redis, keys, MODEL_ID) or stored
+    return registry.home_partition(stored)
+
+
 async def run_demo(
     settings: Settings,
     stop: threading.Event,
@@ -93,14 +113,13 @@ async def run_demo(
     keys = Keys(settings.key_prefix)
     redis = Redis.from_url(settings.redis_url)
     spec = demo_spec(tickers)
-    if await registry.create_spec(redis, keys, spec):
-        logger.info("created model %s (kind %s)", MODEL_ID, spec["kind"])
     producer = AIOKafkaProducer(linger_ms=5, **settings.kafka_options())
     await producer.start()
     sent = 0
     run_id = time.strftime("%Y%m%dT%H%M%S")
     last_report = 0.0
     try:
+        home = await _create_once(settings, redis, keys, producer, spec)
         for epoch, t in _schedule(len(y)):
             if stop.is_set():
                 break
@@ -112,7 +131,10 @@ async def run_demo(
                 "ts": time.time(),
             }
             await producer.send(
-                settings.events_topic, json.dumps(event).encode(), key=MODEL_ID.encode()
+                settings.events_topic,
+                json.dumps(event).encode(),
+                key=MODEL_ID.encode(),
+                partition=home,
             )
             sent += 1
             now = time.monotonic()

@@ -65,12 +65,14 @@ def test_model_crud(client: TestClient) -> None:
     body = r.json()
     assert body["kind"] == "pa" and body["dim"] == 3 and body["task"] == "regression"
     assert body["params"] == {"variant": "pa2", "C": 0.5}
+    assert body["partition"] is not None  # its home partition, where its marker went
     assert body["status"] == {
         "version": 0,
         "applied": 0,
         "duplicate": 0,
         "rejected": 0,
         "updated_at": None,
+        "halted": None,
     }
     assert mid in [m["id"] for m in client.get("/v1/models").json()["models"]]
 
@@ -96,6 +98,7 @@ def test_model_list_carries_each_models_checkpoint_status(
         "duplicate": 0,
         "rejected": 0,
         "updated_at": None,
+        "halted": None,
     }
     status = listed[learned]
     assert status["version"] == 1 and status["applied"] == 8
