@@ -136,11 +136,13 @@ def models_show(
         ("dim", info.dim),
         ("task", info.task),
         ("params", json.dumps(info.params)),
+        ("partition", info.partition),
         ("version", info.version),
         ("applied", info.applied),
         ("last update", _when(info.updated_at)),
         ("duplicate", info.duplicate),
         ("rejected", info.rejected),
+        *([("HALTED", info.halted)] if info.halted else []),
         *summary.items(),
     ):
         table.add_row(f"[bold]{key}[/bold]", _fmt(value))

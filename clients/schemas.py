@@ -53,7 +53,9 @@ class ModelInfo:
     ``version`` is the checkpoint version (0 before the first checkpoint); ``applied``,
     ``duplicate`` and ``rejected`` count the events the workers have processed into the
     checkpointed state (None when the server does not report them); ``updated_at`` is the
-    Unix time of the last checkpoint (None before the first).
+    Unix time of the last checkpoint (None before the first); ``partition`` is the events
+    partition the model lives on (give it to ``EventProducer(partitions=...)``); ``halted``
+    says why the model stopped learning (None while it learns).
     """
 
     id: str
@@ -67,6 +69,8 @@ class ModelInfo:
     duplicate: int | None = None
     rejected: int | None = None
     updated_at: float | None = None
+    partition: int | None = None
+    halted: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -81,6 +85,9 @@ class ModelInfo:
             status = data.get("status")
             ts = status.get("updated_at") if isinstance(status, dict) else None
             info.updated_at = float(ts) if isinstance(ts, (int, float)) else None
+        status = data.get("status")
+        halted = status.get("halted") if isinstance(status, dict) else None
+        info.halted = halted if isinstance(halted, str) else None
         return info
 
     @property
