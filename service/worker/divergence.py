@@ -49,6 +49,17 @@ async def holds(log: Log, tp: TopicPartition, stamp: Stamp) -> bool | None:
     return raw_event_id(rec.value) == stamp.event_id
 
 
+async def stamp_is_void(log: Log, tp: TopicPartition, stamp: Stamp) -> bool:
+    """True when the log no longer holds the stamp's event at the stamp's offset. A record
+    that cannot be read (no answer; compacted away) contradicts nothing: the stamp stays."""
+    held = await holds(log, tp, stamp)
+    if held is None:
+        logger.warning(
+            "could not read %s[%d]@%d; keeping the stamp", tp.topic, tp.partition, stamp.offset
+        )
+    return held is False
+
+
 async def find_resume(log: Log, store: ModelStore, tp: TopicPartition, rt: ModelRuntime) -> Resume:
     """The newest known point still in the log whose later ids the window covers."""
     floor = rt.counters.applied - len(rt.seen)  # ids applied after this count are in the window

@@ -15,32 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from service.store.checkpoints import Stamp
 from service.worker.assignment import Assignment
 from service.worker.checkpoint import Checkpoint
-from service.worker.divergence import find_resume
-from service.worker.events import raw_event_id
+from service.worker.divergence import find_resume, stamp_is_void
 from service.worker.metrics import WorkerStats
 from service.worker.models import ModelRuntime, load_models
-from service.worker.ports import Log, ModelStore, Probe, TopicPartition
+from service.worker.ports import Log, ModelStore, TopicPartition
 
 logger = logging.getLogger(__name__)
-
-
-async def stamp_is_void(log: Log, tp: TopicPartition, stamp: Stamp) -> bool:
-    """True when the log no longer holds the stamp's event at the stamp's offset."""
-    rec = await log.read_at(tp, stamp.offset)
-    if rec is Probe.PAST_END:
-        return True
-    if rec is Probe.UNREADABLE:
-        logger.error(
-            "could not read %s[%d]@%d; keeping the stamp", tp.topic, tp.partition, stamp.offset
-        )
-        return False
-    assert not isinstance(rec, Probe)
-    if rec.offset != stamp.offset:
-        return False  # compacted away: nothing contradicts the stamp
-    return raw_event_id(rec.value) != stamp.event_id
 
 
 class Rebalance:

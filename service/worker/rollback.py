@@ -18,11 +18,11 @@ import logging
 from service.store.checkpoints import HistoryEntry, Stamp, StoredState
 from service.worker.assignment import Assignment
 from service.worker.deadletter import DeadLetters
+from service.worker.divergence import stamp_is_void
 from service.worker.events import Event
 from service.worker.metrics import WorkerStats
 from service.worker.models import ModelRuntime
 from service.worker.ports import Log, ModelStore, Record, TopicPartition
-from service.worker.rebalance import stamp_is_void
 
 logger = logging.getLogger(__name__)
 
