@@ -14,6 +14,7 @@ from service.api.security import ReadKey, WriteKey
 from service.api.serving import build_learner
 from service.config import Settings
 from service.metrics.running import RunningStats
+from service.store.registry import created_marker, with_origin
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -27,12 +28,6 @@ def _out(spec: ModelSpec, status_: dict[str, int | float | None] | None = None) 
         partition=spec.home,
         status=ModelStatus.model_validate(status_) if status_ else None,
     )
-
-
-def created_marker(model: str, incarnation: str) -> dict[str, str]:
-    """The control event that starts a model's lineage in the log (docs/design.md,
-    "Events"): a worker never applies the model's events at or before it."""
-    return {"model": model, "id": f"created:{incarnation}", "type": "created"}
 
 
 @router.post(
@@ -64,11 +59,7 @@ async def create_model(
     incarnation = uuid.uuid4().hex
     marker = created_marker(spec.id, incarnation)
     [(partition, offset)] = await producer.send_all(settings.events_topic, spec.id, [marker])
-    stored = {
-        **spec.model_dump(mode="json"),
-        "incarnation": incarnation,
-        "origin": {"partition": partition, "offset": offset, "event_id": marker["id"]},
-    }
+    stored = with_origin(spec.model_dump(mode="json"), incarnation, partition, offset)
     # a concurrent create of the same id may win here: its marker starts the lineage, ours
     # is ignored by the workers (it names another incarnation)
     if not await store.create_spec(stored, topic=settings.events_topic):
