@@ -34,6 +34,7 @@ class ModelPlan:
     live: bool = False  # its spec is stored
     pending: int = 0  # actions until the spec of a produced marker is stored
     incarnation: str = ""
+    rollbacks: int = 0  # of this incarnation
     origin: tuple[int, int] = (0, 0)  # the marker's partition and offset
     recent: list[bytes] = field(default_factory=list)  # last valid bodies, for re-sends
 
@@ -85,7 +86,7 @@ class Stream:
         rec = self._append(m.id, _body(marker))
         m.origin = (rec.partition, rec.offset)
         m.pending = 0 if at_once else self.rng.randint(1, 3)
-        m.recent = []
+        m.recent, m.rollbacks = [], 0
         if at_once:
             self._store_spec(m)
 
@@ -170,8 +171,12 @@ class Stream:
 
     def _rollback(self, m: ModelPlan) -> None:
         kept = [e.version for e in self.store.history.get(m.id, [])]
-        if not kept:
+        if not kept or (self.resend and m.rollbacks):
+            # with re-sent ids, one rollback per incarnation: rolling "forward" to a version
+            # written before an earlier rollback does not restore the ids that rollback
+            # unsaw (docs/checkpoints.md, "Limits"), so a re-send may be learned again
             return
+        m.rollbacks += 1
         version = self.rng.choice(kept)
         self._append(
             m.id,
