@@ -41,7 +41,8 @@ def reproduce(seed: int, truncation: bool = False, strict: bool = False, faults:
         "  trace:",
         *(f"    {t}" for t in again.trace[-25:]),
         f"  rerun: .venv/bin/python -m tests.sim --seed {seed}{flags}"
-        f" --faults '{'; '.join(map(str, small))}'   (or: make sim SEED={seed})",
+        f" --faults '{'; '.join(map(str, small))}'"
+        f"   (or: make sim SEED={seed}{' SIM_FLAGS=' + repr(flags.strip()) if flags else ''})",
     ]
     return "\n".join(lines)
 
