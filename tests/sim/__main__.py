@@ -29,7 +29,10 @@ def reproduce(seed: int, truncation: bool = False, strict: bool = False, faults:
     schedule = parse(faults) if faults else schedule_of(seed, truncation)
     res = run_seed(seed, schedule, **switches)
     if not res.violations:
-        return f"seed {seed}: ok ({res.events} events, faults {'; '.join(map(str, schedule))})"
+        died = f", {res.backwards} zombie(s) died of StampWentBackwards" if res.backwards else ""
+        return (
+            f"seed {seed}: ok ({res.events} events{died}, faults {'; '.join(map(str, schedule))})"
+        )
     small = shrink(seed, schedule, **switches)
     again = run_seed(seed, small, **switches)
     flags = (" --truncation" if truncation else "") + (" --strict-drain" if strict else "")
