@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps test test-fast lint up chaos soak clean
+.PHONY: setup system-deps test test-fast lint up chaos soak sim clean
 
 NPM_DIRS := service/dashboard service/docs_ui
 
@@ -55,6 +55,13 @@ up: $(STAMP)
 ## prints the fault table (make test runs the short version).
 chaos: $(STAMP)
 	OP_CHAOS_FULL=1 $(BIN)/python -m pytest -q -s tests/chaos
+
+## Deterministic simulation of the worker (docs/reliability.md): seeds 0..SEEDS-1, or one
+## SEED (shrunk to a minimal fault schedule when it fails); SIM_JOBS processes.
+SEEDS ?= 1000
+SIM_JOBS ?= 2
+sim: $(STAMP)
+	$(BIN)/python -m tests.sim $(if $(SEED),--seed $(SEED),--seeds $(SEEDS) --jobs $(SIM_JOBS)) $(SIM_FLAGS)
 
 ## Soak (not in CI): 10 min at 80% of the measured max event rate with predict traffic.
 soak: $(STAMP)

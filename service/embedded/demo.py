@@ -87,11 +87,12 @@ async def _create_once(
     marker, then its spec: a new incarnation); its home partition."""
     stored = await registry.get_spec(redis, keys, MODEL_ID)
     if stored is None:
-        marker = registry.created_marker(MODEL_ID, uuid.uuid4().hex)
+        incarnation = uuid.uuid4().hex
+        marker = registry.created_marker(MODEL_ID, incarnation)
         md = await producer.send_and_wait(
             settings.events_topic, json.dumps(marker).encode(), key=MODEL_ID.encode()
         )
-        stored = registry.incarnate(spec, marker, md.partition, md.offset)
+        stored = registry.with_origin(spec, incarnation, md.partition, md.offset)
         if await registry.create_spec(redis, keys, stored, topic=settings.events_topic):
             logger.info("created model %s (kind %s)", MODEL_ID, spec["kind"])
         else:  # created meanwhile by someone else

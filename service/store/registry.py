@@ -38,28 +38,27 @@ def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def created_marker(model: str, incarnation: str) -> dict[str, str]:
-    """The control event that starts a model's lineage in the log (docs/events.md §5)."""
-    return {"model": model, "id": f"created:{incarnation}", "type": "created"}
-
-
-def incarnate(
-    spec: dict[str, Any], marker: dict[str, str], partition: int, offset: int
-) -> dict[str, Any]:
-    """The spec to store for a new incarnation whose ``marker`` the log holds at
-    ``partition``/``offset``: its ``incarnation`` and ``origin``."""
-    return {
-        **spec,
-        "incarnation": marker["id"].removeprefix("created:"),
-        "origin": {"partition": partition, "offset": offset, "event_id": marker["id"]},
-    }
-
-
 def home_partition(spec: dict[str, Any]) -> int | None:
     """The partition a model lives on for life (its origin's), or None for a spec made
     before incarnations (it lives where its first stamp is)."""
     origin = spec.get("origin")
     return int(origin["partition"]) if isinstance(origin, dict) else None
+
+
+def created_marker(model: str, incarnation: str) -> dict[str, str]:
+    """The control event that starts a model's lineage in the log (docs/events.md §5):
+    a worker never applies the model's events at or before it."""
+    return {"model": model, "id": f"created:{incarnation}", "type": "created"}
+
+
+def with_origin(
+    spec: dict[str, Any], incarnation: str, partition: int, offset: int
+) -> dict[str, Any]:
+    """The spec to store for a new incarnation whose ``created_marker`` the log holds at
+    ``partition``/``offset`` (its origin: first stamp and home partition)."""
+    marker_id = created_marker(str(spec["id"]), incarnation)["id"]
+    origin = {"partition": partition, "offset": offset, "event_id": marker_id}
+    return {**spec, "incarnation": incarnation, "origin": origin}
 
 
 async def create_spec(

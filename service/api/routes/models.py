@@ -56,9 +56,10 @@ async def create_model(
         raise ValueError(f"{spec.kind}: {exc}") from None
     if await store.get_spec(spec.id) is not None:  # before producing a marker for nothing
         raise _exists(spec.id)
-    marker = registry.created_marker(spec.id, uuid.uuid4().hex)
+    incarnation = uuid.uuid4().hex
+    marker = registry.created_marker(spec.id, incarnation)
     [(partition, offset)] = await producer.send_all(settings.events_topic, spec.id, [marker])
-    stored = registry.incarnate(spec.model_dump(mode="json"), marker, partition, offset)
+    stored = registry.with_origin(spec.model_dump(mode="json"), incarnation, partition, offset)
     # a concurrent create of the same id may win here: its marker starts the lineage, ours
     # is ignored by the workers (it names another incarnation)
     if not await store.create_spec(stored, topic=settings.events_topic):

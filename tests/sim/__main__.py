@@ -1,0 +1,95 @@
+"""``python -m tests.sim --seeds N`` (seeds 0..N-1) or ``--seed S`` (one, shrunk on failure)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+from tests.sim.faults import parse
+from tests.sim.run import run_seed, schedule_of, shrink
+
+
+def _violations(args: tuple[int, int, bool, bool]) -> tuple[list[tuple[int, list[str]]], int]:
+    """The failing seeds of a range, and how many seeds saw a StampWentBackwards death."""
+    start, stop, truncation, strict = args
+    out, backwards = [], 0
+    for seed in range(start, stop):
+        res = run_seed(seed, truncation=truncation, strict_drain=strict)
+        backwards += res.backwards > 0
+        if res.violations:
+            out.append((seed, res.violations))
+    return out, backwards
+
+
+def reproduce(seed: int, truncation: bool = False, strict: bool = False, faults: str = "") -> str:
+    """The minimal reproduction of a failing seed, as text."""
+    switches = {"truncation": truncation, "strict_drain": strict}
+    schedule = parse(faults) if faults else schedule_of(seed, truncation)
+    res = run_seed(seed, schedule, **switches)
+    if not res.violations:
+        died = f", {res.backwards} zombie(s) died of StampWentBackwards" if res.backwards else ""
+        return (
+            f"seed {seed}: ok ({res.events} events{died}, faults {'; '.join(map(str, schedule))})"
+        )
+    small = shrink(seed, schedule, **switches)
+    again = run_seed(seed, small, **switches)
+    flags = (" --truncation" if truncation else "") + (" --strict-drain" if strict else "")
+    lines = [
+        f"seed {seed}: VIOLATION",
+        *(f"  {v}" for v in again.violations or res.violations),
+        f"  full schedule: {'; '.join(map(str, schedule))}",
+        f"  shrunk schedule: {'; '.join(map(str, small)) or '(no faults)'}",
+        "  trace:",
+        *(f"    {t}" for t in again.trace[-25:]),
+        f"  rerun: .venv/bin/python -m tests.sim --seed {seed}{flags}"
+        f" --faults '{'; '.join(map(str, small))}'"
+        f"   (or: make sim SEED={seed}{' SIM_FLAGS=' + repr(flags.strip()) if flags else ''})",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.sim")
+    ap.add_argument("--seeds", type=int, default=1000, help="run seeds 0..N-1")
+    ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--seed", type=int, help="run one seed; shrink its faults if it fails")
+    ap.add_argument("--faults", default="", help="a schedule to run instead of the seed's")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--truncation", action="store_true", help="the log loses tails (issue 14)")
+    ap.add_argument(
+        "--strict-drain", action="store_true", help="drain with no event after the faults"
+    )
+    a = ap.parse_args()
+    if a.seed is not None:
+        text = reproduce(a.seed, a.truncation, a.strict_drain, a.faults)
+        print(text)
+        return 1 if "VIOLATION" in text else 0
+    started = time.perf_counter()
+    chunk = 200
+    tasks = [
+        (s, min(s + chunk, a.start + a.seeds), a.truncation, a.strict_drain)
+        for s in range(a.start, a.start + a.seeds, chunk)
+    ]
+    failed: list[tuple[int, list[str]]] = []
+    backwards = 0
+    with ProcessPoolExecutor(max_workers=a.jobs) as pool:
+        for found, n in pool.map(_violations, tasks):
+            failed += found
+            backwards += n
+    elapsed = time.perf_counter() - started
+    for seed, violations in failed[:10]:
+        print(f"seed {seed}: {violations[0]}")
+    if failed:
+        print("\n" + reproduce(failed[0][0], a.truncation, a.strict_drain))
+    print(
+        f"seeds run: {a.seeds} (from {a.start}); violations: {len(failed)} seeds;"
+        f" time: {elapsed:.1f} s ({a.seeds / elapsed:.1f} seeds/s, {a.jobs} jobs);"
+        f" seeds where a zombie died of StampWentBackwards: {backwards}"
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

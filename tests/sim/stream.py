@@ -1,0 +1,186 @@
+"""The producers and the API: the event stream and the model operations of one seed.
+
+Models are created as ``POST /v1/models`` does (a ``created`` marker to the key's partition,
+then the spec with that origin, ``service.store.registry.with_origin``) and deleted as
+``DELETE`` does (``MemoryStore.delete``). Events: examples with fresh ids, re-sent ids (a
+producer's retry: same body), invalid ones (wrong dimension, no ``x``), examples sent to a
+non-home partition, events of unknown or deleted models, rollbacks to a version the store
+keeps (the API checks it exists). Its own ``random.Random``: the stream does not depend on
+the fault schedule, except for the versions a rollback names (read from the store).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from service.store.registry import created_marker, with_origin
+from service.worker.adapters.memory_log import MemoryBroker, MemoryRecord
+from service.worker.adapters.memory_store import MemoryStore
+
+TOPIC = "events"
+KINDS = ("pa", "pa-classifier")
+
+
+@dataclass
+class ModelPlan:
+    id: str
+    kind: str
+    dim: int
+    live: bool = False  # its spec is stored
+    pending: int = 0  # actions until the spec of a produced marker is stored
+    incarnation: str = ""
+    rollbacks: int = 0  # of this incarnation
+    origin: tuple[int, int] = (0, 0)  # the marker's partition and offset
+    recent: list[bytes] = field(default_factory=list)  # last valid bodies, for re-sends
+
+
+def _body(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+class Stream:
+    def __init__(
+        self, seed: int, broker: MemoryBroker, store: MemoryStore, partitions: int
+    ) -> None:
+        self.rng = random.Random(f"stream:{seed}")
+        self.broker = broker
+        self.store = store
+        self.partitions = partitions
+        n = self.rng.randint(2, 4)
+        self.models = [
+            ModelPlan(f"m{i}", self.rng.choice(KINDS), self.rng.randint(2, 4)) for i in range(n)
+        ]
+        self.counter = 0
+        # Re-sent ids only with a window wider than the run: after a rollback the dedupe
+        # window is what the store still keeps of the version's ids, fewer than
+        # ``seen_ids_keep`` when more were applied since (a documented limit,
+        # docs/checkpoints.md "Limits"); the stamps are what small windows exercise.
+        self.resend = True
+        self.history: list[tuple[int, bytes]] = []  # (partition, value) of every record
+        self.on_spec_change: Callable[[], None] = lambda: None
+        self.produced = 0
+
+    def home(self, model: str) -> int:
+        return zlib.crc32(model.encode()) % self.partitions  # the broker's key partitioner
+
+    def _append(self, model: str, body: bytes, partition: int | None = None) -> MemoryRecord:
+        self.produced += 1
+        rec = self.broker.append(TOPIC, body, model.encode(), partition)
+        self.history.append((rec.partition, body))  # survives a truncation of the log
+        return rec
+
+    def _next_id(self, model: str) -> str:
+        self.counter += 1
+        return f"{model}-e{self.counter}"
+
+    # --- the API ---------------------------------------------------------------------------
+    def create(self, m: ModelPlan, *, at_once: bool) -> None:
+        self.counter += 1
+        m.incarnation = f"inc{self.counter}"
+        marker = created_marker(m.id, m.incarnation)
+        rec = self._append(m.id, _body(marker))
+        m.origin = (rec.partition, rec.offset)
+        m.pending = 0 if at_once else self.rng.randint(1, 3)
+        m.recent, m.rollbacks = [], 0
+        if at_once:
+            self._store_spec(m)
+
+    def _store_spec(self, m: ModelPlan) -> None:
+        spec = {"id": m.id, "kind": m.kind, "dim": m.dim, "params": {}, "assets": None}
+        self.store.create(with_origin(spec, m.incarnation, *m.origin), topic=TOPIC)
+        m.live = True
+        self.on_spec_change()
+
+    def delete(self, m: ModelPlan) -> None:
+        self.store.delete(m.id)
+        m.live = False
+        self.on_spec_change()
+
+    def tail(self) -> None:
+        """One more example per live model: the stream goes on after the faults."""
+        for m in self.models:
+            if m.live:
+                self._append(m.id, self._example(m))
+
+    def finish_pending(self) -> None:
+        """The API calls in flight complete (the drain)."""
+        for m in self.models:
+            if m.pending:
+                m.pending = 0
+                self._store_spec(m)
+
+    # --- one action: a small burst -----------------------------------------------------------
+    def act(self) -> None:
+        for m in self.models:
+            if m.pending:
+                m.pending -= 1
+                if not m.pending:
+                    self._store_spec(m)
+        for _ in range(self.rng.randint(1, 4)):
+            self._one()
+
+    def _one(self) -> None:
+        rng = self.rng
+        live = [m for m in self.models if m.live]
+        dead = [m for m in self.models if not m.live and not m.pending]
+        roll = rng.random()
+        if not live or roll < 0.004:
+            if dead:
+                self.create(rng.choice(dead), at_once=rng.random() < 0.5)
+            return
+        m = rng.choice(live)
+        if roll < 0.010:
+            self.delete(m)
+        elif roll < 0.030:
+            self._rollback(m)
+        elif roll < 0.080 and m.recent and self.resend:
+            self._append(m.id, rng.choice(m.recent[-5:]))  # a producer's retry
+        elif roll < 0.100:
+            self._invalid(m)
+        elif roll < 0.115 and self.partitions > 1:
+            other = (self.home(m.id) + rng.randint(1, self.partitions - 1)) % self.partitions
+            self._append(m.id, self._example(m), other)
+        elif roll < 0.125:
+            ghost = rng.choice(dead).id if dead and rng.random() < 0.7 else "ghost"
+            self._append(
+                ghost, _body({"model": ghost, "id": self._next_id(ghost), "x": [1.0], "y": 1})
+            )
+        else:
+            body = self._example(m)
+            m.recent = [*m.recent[-9:], body]
+            self._append(m.id, body)
+
+    def _example(self, m: ModelPlan) -> bytes:
+        rng = self.rng
+        x = [round(rng.uniform(-2, 2), 3) for _ in range(m.dim)]
+        y: Any = rng.choice((-1, 1)) if m.kind == "pa-classifier" else round(rng.uniform(-3, 3), 3)
+        return _body({"model": m.id, "id": self._next_id(m.id), "x": x, "y": y})
+
+    def _invalid(self, m: ModelPlan) -> None:
+        event_id = self._next_id(m.id)
+        if self.rng.random() < 0.5:  # the learner refuses it
+            body = {"model": m.id, "id": event_id, "x": [0.5] * (m.dim + 1), "y": 1}
+        else:  # the decoder does
+            body = {"model": m.id, "id": event_id, "y": 1}
+        self._append(m.id, _body(body))
+
+    def _rollback(self, m: ModelPlan) -> None:
+        kept = [e.version for e in self.store.history.get(m.id, [])]
+        if not kept or (self.resend and m.rollbacks):
+            # with re-sent ids, one rollback per incarnation: rolling "forward" to a version
+            # written before an earlier rollback does not restore the ids that rollback
+            # unsaw (docs/checkpoints.md, "Limits"), so a re-send may be learned again
+            return
+        m.rollbacks += 1
+        version = self.rng.choice(kept)
+        self._append(
+            m.id,
+            _body(
+                {"model": m.id, "id": self._next_id(m.id), "type": "rollback", "version": version}
+            ),
+        )
