@@ -125,6 +125,12 @@ class SimStore:
             self.node, "store.history_entry", lambda: self.store.history_entry(model, version)
         )
 
+    async def history(self, model: str) -> list[HistoryEntry]:
+        return await passing(self.node, "store.history", lambda: self.store.history(model))
+
+    async def note_halted(self, model: str, reason: str) -> None:
+        await passing(self.node, "store.note_halted", lambda: self.store.note_halted(model, reason))
+
     async def seen_upto(self, model: str, applied: int) -> list[str]:
         return await passing(
             self.node, "store.seen_upto", lambda: self.store.seen_upto(model, applied)

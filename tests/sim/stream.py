@@ -170,7 +170,7 @@ class Stream:
         self._append(m.id, _body(body))
 
     def _rollback(self, m: ModelPlan) -> None:
-        kept = [e.version for e in self.store.history.get(m.id, [])]
+        kept = [e.version for e in self.store.histories.get(m.id, [])]
         if not kept or (self.resend and m.rollbacks):
             # with re-sent ids, one rollback per incarnation: rolling "forward" to a version
             # written before an earlier rollback does not restore the ids that rollback

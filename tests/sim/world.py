@@ -151,9 +151,10 @@ class World:
             (
                 dict(s.specs),
                 dict(s.states),
-                {m: list(h) for m, h in s.history.items()},
+                {m: list(h) for m, h in s.histories.items()},
                 {m: dict(v) for m, v in s.seen.items()},
                 {k: set(v) for k, v in s.partition_lists.items()},
+                dict(s.halted),
             )
         )
 
@@ -168,10 +169,10 @@ class World:
         for _ in range(min(k, len(self.snapshots) - 1)):
             self.snapshots.pop()
             self.lost_writes += 1
-        specs, states, history, seen, lists = self.snapshots[-1]
+        specs, states, history, seen, lists, halted = self.snapshots[-1]
         s = self.store
-        s.specs, s.states = dict(specs), dict(states)
-        s.history = {m: list(h) for m, h in history.items()}
+        s.specs, s.states, s.halted = dict(specs), dict(states), dict(halted)
+        s.histories = {m: list(h) for m, h in history.items()}
         s.seen = {m: dict(v) for m, v in seen.items()}
         s.partition_lists = {key: set(v) for key, v in lists.items()}
 
