@@ -114,10 +114,6 @@ return -1
 """
 
 
-class StampWentBackwards(RuntimeError):
-    """A checkpoint would move a model's stamp backwards on the same partition."""
-
-
 def id_hash(event_id: str) -> int:
     """64-bit hash of an event id; summed mod 2**64 into ``ids_sum``."""
     return int.from_bytes(hashlib.blake2b(event_id.encode(), digest_size=8).digest(), "little")

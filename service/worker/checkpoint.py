@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 
 from service.config import Settings
-from service.store.checkpoints import BACKWARDS, OK, StampWentBackwards
+from service.store.checkpoints import BACKWARDS, OK
 from service.worker.assignment import Assignment
 from service.worker.deadletter import DeadLetters
 from service.worker.faults import Faults
@@ -74,7 +74,9 @@ class Checkpoint:
         1. flush the dead letters (so none is lost once its offset is committed);
         2. write each touched model's state + stamp + counters (one atomic script per
            model) and the worker's own counters, all in one pipeline;
-        3. on a lost version check, reload that model from Redis and replay its partition;
+        3. on a lost version check (or a stamp behind the stored one: a stale writer whose
+           version number Redis issued again after losing writes), reload that model from
+           Redis and replay its partition;
         4. commit the Kafka offsets (a hint for lag monitoring only), in the background:
            the next batch does not wait for the broker's answer.
         """
@@ -94,11 +96,15 @@ class Checkpoint:
         for rt, w, res in zip(dirty, writes, results, strict=True):
             if res.outcome == OK:
                 rt.written(res.version)
-            elif res.outcome == BACKWARDS:
-                raise StampWentBackwards(
-                    f"model {rt.model!r}: stamp {w.stamp} is behind the stored one"
-                )
             else:
+                if res.outcome == BACKWARDS:  # a zombie whose version number was issued
+                    # again after Redis lost writes: the stored state is the truth here too
+                    logger.error(
+                        "model %r: stamp %s is behind the stored one (a stale writer);"
+                        " reloading it",
+                        rt.model,
+                        w.stamp,
+                    )
                 self.stats.conflicts += 1
                 conflicted.add(w.stamp.partition)
                 # 3. another writer won: its state is the truth

@@ -23,7 +23,6 @@ class Result:
     violations: list[str] = field(default_factory=list)
     events: int = 0
     lost_writes: int = 0
-    backwards: int = 0
     trace: list[str] = field(default_factory=list)
     digest: int = 0
 
@@ -126,7 +125,7 @@ def run_seed(
         quiet.setLevel(level)
     world = world_box[0]
     res = Result(seed, faults, list(world.violations), world.stream.produced, world.lost_writes)
-    res.trace, res.backwards = world.trace, world.backwards
+    res.trace = world.trace
     deleted = [m.id for m in world.stream.models if not m.live]
     if truncation:
         res.violations += oracle.check_truncated(

@@ -16,7 +16,6 @@ from collections import deque
 from typing import Any
 
 from service.config import Settings
-from service.store.checkpoints import StampWentBackwards
 from service.worker.adapters.memory_log import MemoryBroker
 from service.worker.adapters.memory_store import MemoryStore
 from service.worker.loop import POLL_TIMEOUT_MS, Deadline, Worker, _final_checkpoint, take
@@ -115,7 +114,6 @@ class World:
         self.trace: list[str] = []
         self.violations: list[str] = []
         self.lost_writes = 0
-        self.backwards = 0  # workers that died of StampWentBackwards
         self.step = 0
         self.strict_drain = False
 
@@ -215,12 +213,6 @@ class World:
         if isinstance(exc, SimCrash):
             self.kill(node, str(exc))
             await self.spawn(node.slot)  # the process manager restarts it
-        elif isinstance(exc, StampWentBackwards):
-            # a fenced zombie whose stale write passed the version check: after a lost
-            # store suffix the versions are issued again (reported, docs/reliability.md)
-            self.backwards += 1
-            self.kill(node, repr(exc))
-            await self.spawn(node.slot)
         elif exc is not None:
             self.violations.append(f"{node.name} raised {type(exc).__name__}: {exc}")
             self.kill(node, repr(exc))
