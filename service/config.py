@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     # after SIGTERM a worker is gone within this many seconds, whatever state it is in
     # (docs/reliability.md, "Stopping"); under Kubernetes' default 30 s grace, with room
     worker_stop_timeout_s: float = Field(default=20.0, ge=1.0, le=600.0)
+    # a draining stop (`onlinepredict up`'s Ctrl-C, `onlinepredict worker --drain`) first
+    # learns to the end of the log for up to this long, then stops as above; 0: no drain
+    drain_timeout_s: float = Field(default=60.0, ge=0.0, le=3600.0)
     topic_replication: int = Field(default=1, ge=1)  # replication factor when creating topics
 
     # --- API -------------------------------------------------------------------------------
@@ -70,6 +73,11 @@ class Settings(BaseSettings):
     # learned state a new model may declare (learner + running statistics, checked at
     # creation): 256 MiB keeps a checkpoint well under Redis's 512 MB limit for one value
     max_state_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
+    # the dashboard's history (GET /v1/models/{id}/series): one point per model at most
+    # every series_interval_s (0 = no sampling), the last series_points kept in Redis
+    # (720 at 5 s: an hour, ~200 KB per model)
+    series_interval_s: float = Field(default=5.0, ge=0)
+    series_points: int = Field(default=720, ge=1, le=10_000)
 
     # --- observability (`onlinepredict up --observe`) ----------------------------------------
     prometheus_port: int = Field(default=9090, ge=1, le=65535)  # the local Prometheus

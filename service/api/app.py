@@ -3,6 +3,8 @@ and the Kafka producer (closed in reverse order through an ``AsyncExitStack``)."
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -26,8 +28,10 @@ from service.api.routes import (
     labels,
     models,
     predict,
+    series,
 )
 from service.api.routes._common import errors as route_errors
+from service.api.series import SeriesSampler
 from service.api.serving import ModelCache, SpecMemo
 from service.api.store import ApiStore
 from service.config import Settings, get_settings
@@ -74,6 +78,12 @@ def freeze_startup_objects() -> None:
         gc.freeze()
 
 
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 def _unique_id(route: APIRoute) -> str:
     """Clean SDK method names: ``<tag>-<handler>``, e.g. ``models-create_model``."""
     return f"{route.tags[0]}-{route.name}" if route.tags else route.name
@@ -104,6 +114,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 )
                 stack.callback(pipe.close)
             store = ApiStore(redis, Keys(settings.key_prefix), pipe)
+            if settings.series_interval_s > 0:
+                sampler = SeriesSampler(
+                    redis,
+                    store.keys,
+                    interval_s=settings.series_interval_s,
+                    capacity=settings.series_points,
+                )
+                task = asyncio.create_task(sampler.run(), name="series-sampler")
+                stack.push_async_callback(_cancel, task)
             freeze_startup_objects()
             yield {
                 "store": store,
@@ -135,7 +154,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = ApiMetrics()
     errors.install(app)
-    for module in (predict, models, checkpoints, events, labels, capabilities, health):
+    for module in (predict, models, checkpoints, series, events, labels, capabilities, health):
         app.include_router(module.router)
     app.include_router(dashboard_router)
     app.include_router(docs_router)

@@ -354,3 +354,23 @@ class Readiness(BaseModel):
     status: Literal["ready", "unavailable"]
     redis: str
     kafka: str
+
+
+class SeriesPointOut(BaseModel):
+    ts: float = Field(description="Unix time of the sample.")
+    version: int = Field(description="Checkpoint version sampled.")
+    applied: int = Field(description="Events applied, cumulative.")
+    duplicate: int = Field(description="Duplicate events dropped, cumulative.")
+    rejected: int = Field(description="Events rejected, cumulative.")
+    values: dict[str, float | None] = Field(
+        description="The figures the dashboard draws (cumulative_loss, cumulative_regret, rmse,"
+        " rmse_window, tracking_error, error_rate, true_prevalence, labelled_events, epsilon,"
+        " prevalence_cc, prevalence) that the model reports; null when not finite."
+    )
+
+
+class SeriesOut(BaseModel):
+    model: str
+    interval_s: float = Field(description="At most one point per this many seconds (0: off).")
+    capacity: int = Field(description="Points kept per model; older ones are dropped.")
+    points: list[SeriesPointOut] = Field(description="Oldest first.")

@@ -15,6 +15,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 
 from service.api.deps import StoreDep
 from service.api.security import ReadKey
+from service.embedded.demo import MODEL_ID as DEMO_MODEL
 from service.metrics.snapshots import read_snapshots
 
 HERE = pathlib.Path(__file__).parent
@@ -62,6 +63,7 @@ async def dashboard_data(store: StoreDep) -> dict[str, Any]:
     """Counters, running figures, diagnostics and top holdings of every model (the feed of
     ``/dashboard``; needs the API key only when ``api_key_on_reads`` is on)."""
     snaps = await read_snapshots(store.redis, store.keys, with_holdings=True)
+    snaps.sort(key=lambda s: (s.model != DEMO_MODEL, s.model))  # the demo first, then by id
     return {
         "ts": time.time(),
         "models": [

@@ -25,6 +25,7 @@ class ModelSnapshot:
 
     model: str
     kind: str
+    version: int = 0  # of the checkpoint read (0 before the first)
     counters: dict[str, int] = field(default_factory=dict)
     figures: dict[str, float] = field(default_factory=dict)
     diagnostics: dict[str, float] = field(default_factory=dict)

@@ -20,6 +20,7 @@ from service.store.keys import Keys
 
 logger = logging.getLogger(__name__)
 TOP_HOLDINGS = 10
+SNAPSHOT_FIELDS = ("version", *OUTCOMES, "stats")  # what a snapshot reads besides holdings
 
 
 def _text(v: Any) -> str:
@@ -36,7 +37,10 @@ async def read_snapshots(
     pipe = redis.pipeline(transaction=False)
     for m in models:
         pipe.get(keys.spec(m))
-        pipe.hgetall(keys.state(m))
+        if with_holdings:
+            pipe.hgetall(keys.state(m))
+        else:  # not the learner's state blob, which can be large (the series sampler)
+            pipe.hmget(keys.state(m), SNAPSHOT_FIELDS)
     replies = await pipe.execute()
     out: list[ModelSnapshot] = []
     for i, model in enumerate(models):
@@ -44,8 +48,11 @@ async def read_snapshots(
         if raw_spec is None:
             continue  # deleted between SMEMBERS and GET
         spec = json.loads(raw_spec)
+        if isinstance(state, list):
+            state = {k: v for k, v in zip(SNAPSHOT_FIELDS, state, strict=True) if v is not None}
         fields = {_text(k): v for k, v in (state or {}).items()}
         snap = ModelSnapshot(model=model, kind=str(spec.get("kind", "")))
+        snap.version = int(fields.get("version", 0) or 0)
         snap.counters = {o: int(fields.get(o, 0)) for o in OUTCOMES}
         blob = fields.get("stats")
         if blob:

@@ -27,6 +27,15 @@ class Keys:
     def history(self, model: str) -> str:
         return f"{self.prefix}model:{{{model}}}:history"
 
+    def series(self, model: str) -> str:
+        """List of the model's sampled figures (JSON points, oldest first), capped by the API
+        (``service/store/series.py``)."""
+        return f"{self.prefix}model:{{{model}}}:series"
+
+    def series_gate(self) -> str:
+        """String with a TTL: whichever API process sets it samples the series this interval."""
+        return f"{self.prefix}series:gate"
+
     def seen(self, model: str) -> str:
         """Recent event ids of a model, for dedupe beyond the offset stamp."""
         return f"{self.prefix}model:{{{model}}}:seen"

@@ -12,7 +12,7 @@ way) and a :class:`~service.store.keys.Keys`::
     await list_specs(redis, keys)                   # -> list[dict], sorted by id
     await delete_spec(redis, keys, "m1")            # -> bool (False: unknown id)
 
-``delete_spec`` also removes the model's state, history and seen-ids keys and takes it off
+``delete_spec`` also removes the model's state, history, seen-ids and series keys and takes it off
 its partition's ``partition-models`` set; the worker that owns the model notices on its next
 checkpoint (version and incarnation check) and drops it.
 
@@ -81,6 +81,9 @@ async def create_spec(
     home = home_partition(spec)
     async with redis.pipeline(transaction=False) as pipe:
         pipe.sadd(keys.models(), model)
+        # a new model starts with no series: a sample that raced its predecessor's delete
+        # must not show as its past
+        pipe.delete(keys.series(model))
         if topic is not None and home is not None:
             pipe.sadd(keys.partition_models(topic, home), model)
         await pipe.execute()
@@ -111,7 +114,7 @@ async def list_specs(redis: Redis, keys: Keys) -> list[dict[str, Any]]:
 
 
 async def delete_spec(redis: Redis, keys: Keys, model: str, *, topic: str | None = None) -> bool:
-    """Delete the spec and the model's state, history and seen ids; False if unknown.
+    """Delete the spec and the model's state, history, seen ids and series; False if unknown.
     With ``topic``, also take the model off the ``partition-models`` sets of its home
     partition and of its last stamp's partition (it must not pin a partition's start)."""
     spec = await get_spec(redis, keys, model)
@@ -122,7 +125,7 @@ async def delete_spec(redis: Redis, keys: Keys, model: str, *, topic: str | None
         partitions.add(int(stamp_partition))
     removed = await redis.delete(keys.spec(model))
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.delete(keys.state(model), keys.history(model), keys.seen(model))
+        pipe.delete(keys.state(model), keys.history(model), keys.seen(model), keys.series(model))
         pipe.srem(keys.models(), model)
         if topic is not None:
             for p in partitions:

@@ -161,6 +161,7 @@ def start_stack(make_settings: Any, log_dir: Path) -> LiveStack:
         commit_interval_s=0.3,
         consumer_session_timeout_ms=6000,
         max_poll_records=200,
+        series_interval_s=0.5,  # the dashboard's server-side history fills within seconds
     )
     api_port = free_port()
     api_url = f"http://127.0.0.1:{api_port}"

@@ -5,8 +5,10 @@ continuous stream and HTTP traffic):
    second, and every query of every panel of every provisioned Grafana dashboard returns
    data (at least one non-NaN series);
 2. headless Chromium (Debian's ``chromium``) opens the built-in ``/dashboard``: its charts
-   are drawn and update while the stream runs. With ``ONLINEPREDICT_SCREENSHOT=1`` the test
-   also refreshes ``docs/dashboard.png`` (the README's screenshot).
+   show the API's stored history on open and again after a reload, and update while the
+   stream runs; tracking error has its own axis, counts print as integers. With
+   ``ONLINEPREDICT_SCREENSHOT=1`` the test also refreshes ``docs/dashboard.png`` (the
+   README's screenshot).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import base64
 import json
 import math
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -36,6 +39,7 @@ SCREENSHOT = ROOT / "docs" / "dashboard.png"
 RATE_INTERVAL = "10s"  # what Grafana's $__rate_interval is at a 1 s scrape, with margin
 WAIT_S = 60.0  # bounds a hang, not a timing assertion
 APPLIED = 'sum(onlinepredict_events_total{outcome="applied"})'
+HISTORY = 3  # points the API must have stored before the page opens
 
 
 @pytest.fixture(scope="module")
@@ -135,20 +139,50 @@ def test_builtin_dashboard_draws_and_updates(live: LiveStack, tmp_path: Path) ->
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
     if binary is None:
         pytest.skip("no `chromium` binary (Debian package chromium; `make system-deps`)")
+    models = {"obs-apas", "obs-dvaw", "obs-nemsis", "obs-arow"}
+
+    def history_stored() -> bool:  # the API's sampler has points for every model
+        return all(
+            len(httpx.get(f"{live.api_url}/v1/models/{m}/series", timeout=5).json()["points"])
+            >= HISTORY
+            for m in models
+        )
+
+    wait_for(history_stored, WAIT_S, f"{HISTORY} stored points per model")
     profile = tmp_path / "profile"
     profile.mkdir()
     proc, ws_url = start_chromium(binary, profile)
     try:
-        first, second, png = asyncio.run(_drive(ws_url, live.api_url + "/dashboard"))
+        opened, first, second, reloaded, png = asyncio.run(
+            _drive(ws_url, live.api_url + "/dashboard")
+        )
     finally:
         proc.terminate()
         try:
             proc.wait(10)
         except Exception:
             proc.kill()
-    for name, state in (("first", first), ("later", second)):
+    for name, state in (("opened", opened), ("first", first), ("later", second)):
         print(f"\n/dashboard {name}: ticks {state['ticks']} charts {state['charts']}")
-    models = {"obs-apas", "obs-dvaw", "obs-nemsis", "obs-arow"}
+    print(f"/dashboard reloaded: history {reloaded['history']}")
+    # history from the server on the first refresh, and again after a reload
+    for state in (opened, reloaded):
+        for model in models:
+            chart = f"{model}/loss"
+            assert state["history"].get(chart, 0) >= HISTORY, (chart, state["history"])
+            # every stored point drawn; the live point is added only when it is newer than
+            # the last stored one (the sampler may store a point between the page's two fetches)
+            assert state["charts"][chart] >= state["history"][chart]
+    for chart, kept in opened["history"].items():
+        assert reloaded["history"].get(chart, 0) >= kept, chart
+    # scales apart: tracking error alone on its axis, RMSE on its own
+    assert first["series"]["obs-dvaw/te"] == "tracking_error"
+    assert first["series"]["obs-dvaw/rmse"] == "rmse,rmse_window"
+    # counts as integers, never 501.0000
+    assert {n for n, _ in second["counts"]} >= {"applied", "duplicate", "labelled_events"}
+    for name, text in second["counts"]:
+        assert re.fullmatch(r"\d{1,3}(,\d{3})*", text), (name, text)
+    assert opened["sections"] == sorted(opened["sections"])  # no demo model in this stack
     assert models <= set(first["sections"])
     # every model has its regret or loss chart drawn on a canvas
     for model in models:
@@ -172,6 +206,7 @@ def test_builtin_dashboard_draws_and_updates(live: LiveStack, tmp_path: Path) ->
 
 
 PROBE = """(() => {
+  const COUNTS = ['applied', 'duplicate', 'rejected', 'labelled_events', 'mistakes'];
   const charts = {};
   for (const box of document.querySelectorAll('.chart[data-points]')) {
     const id = box.closest('section').id.replace(/^model-/, '') + '/' + box.dataset.chart;
@@ -183,8 +218,18 @@ PROBE = """(() => {
       .find(e => e.textContent.startsWith('cumulative_loss'));
     loss[s.id] = b ? b.textContent : null;
   }
+  const history = {}, series = {};
+  for (const box of document.querySelectorAll('.chart[data-history]')) {
+    const id = box.closest('section').id.replace(/^model-/, '') + '/' + box.dataset.chart;
+    history[id] = Number(box.dataset.history);
+    series[id] = box.dataset.series;
+  }
+  const counts = [...document.querySelectorAll('.figures span[data-name]')]
+    .filter(e => COUNTS.includes(e.dataset.name))
+    .map(e => [e.dataset.name, e.querySelector('b').textContent]);
   return {
     ticks: Number(document.body.dataset.ticks || 0),
+    history, series, counts, fresh: !window.__old,
     sections: [...document.querySelectorAll('section.model')].map(s => s.id.replace(/^model-/, '')),
     canvases: document.querySelectorAll('.chart canvas').length,
     charts, loss, text: document.body.innerText,
@@ -192,7 +237,7 @@ PROBE = """(() => {
 })()"""
 
 
-async def _drive(ws_url: str, url: str) -> tuple[dict[str, Any], dict[str, Any], bytes]:
+async def _drive(ws_url: str, url: str) -> tuple[Any, ...]:
     import websockets
 
     async with websockets.connect(ws_url, max_size=None) as ws:
@@ -210,10 +255,16 @@ async def _drive(ws_url: str, url: str) -> tuple[dict[str, Any], dict[str, Any],
                 await asyncio.sleep(0.5)
             raise AssertionError(f"timed out waiting for {what}: {state}")
 
+        opened = await until(lambda s: s["ticks"] >= 1, "the first refresh")
         first = await until(
             lambda s: len(s["sections"]) >= 4 and len(s["charts"]) >= 12 and s["ticks"] >= 3,
             "charts for the four models",
         )
         second = await until(lambda s: s["ticks"] >= first["ticks"] + 3, "three more refreshes")
         shot = await cdp.call("Page.captureScreenshot", format="png")
-        return first, second, base64.b64decode(shot["data"])
+        await cdp.evaluate("window.__old = true")  # marks the page the reload replaces
+        await cdp.call("Page.reload", ignoreCache=True)
+        reloaded = await until(
+            lambda s: s["fresh"] and s["ticks"] >= 1, "the first refresh after a reload"
+        )
+        return opened, first, second, reloaded, base64.b64decode(shot["data"])

@@ -627,6 +627,7 @@ def test_openapi_is_complete(client: TestClient) -> None:
         ("/v1/models/{model_id}/blocks", "post"),
         ("/v1/models/{model_id}/checkpoints", "get"),
         ("/v1/models/{model_id}/rollback", "post"),
+        ("/v1/models/{model_id}/series", "get"),
         ("/healthz", "get"),
         ("/readyz", "get"),
         ("/metrics", "get"),
