@@ -58,12 +58,19 @@ def worker(
         str | None,
         typer.Option(help="Worker id (default: host-pid).", envvar="ONLINEPREDICT_WORKER_ID"),
     ] = None,
+    drain: Annotated[
+        bool,
+        typer.Option(
+            help="On SIGTERM/SIGINT first learn to the end of the log (up to "
+            "ONLINEPREDICT_DRAIN_TIMEOUT_S; a second signal cuts it short), then stop."
+        ),
+    ] = False,
 ) -> None:
     """Run one worker: consume events, learn, checkpoint; stops cleanly on SIGTERM/SIGINT."""
     _setup_logging()
     from service.worker.main import main as worker_main
 
-    worker_main(_settings(), worker_id)
+    worker_main(_settings(), worker_id, drain=drain)
 
 
 @app.command()
@@ -104,7 +111,8 @@ def up(
     ] = False,
 ) -> None:
     """Start the broker and Redis if nothing answers at their addresses, create the topics,
-    run the API and N workers (restarting any that dies); Ctrl-C stops everything cleanly."""
+    run the API and N workers (restarting any that dies); Ctrl-C stops everything cleanly:
+    the API first, then the workers learn to the end of the log, then the broker and Redis."""
     from pathlib import Path
 
     from service.embedded.up import Stack, StackError, install_signal_handlers
@@ -139,6 +147,7 @@ def up(
     feeder = None
     if demo:
         feeder = _start_demo(settings, stack.stopping, rate)
+        stack.before_drain.append(lambda: feeder.join(10))  # its last sends, then the drain
     stack.run()
     if feeder is not None:
         feeder.join(10)

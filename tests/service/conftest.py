@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -240,3 +241,12 @@ def wait_for(pred: Callable[[], bool], timeout: float, what: str, interval: floa
 
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
+
+
+def port_open(port: int) -> bool:
+    """Something listens on 127.0.0.1:``port``."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.3):
+            return True
+    except OSError:
+        return False

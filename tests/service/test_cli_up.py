@@ -22,7 +22,7 @@ import redis as redis_lib
 
 from service.config import Settings
 from service.embedded import broker_answers, free_port, redis_answers
-from tests.service.conftest import ROOT, make_event, produce, run
+from tests.service.conftest import ROOT, make_event, port_open, produce, run
 
 ENV_EXAMPLE = ROOT / "deploy" / ".env.example"
 WAIT_S = 90.0  # bounds a hang only
@@ -59,16 +59,6 @@ def _wait(pred, what: str) -> None:  # type: ignore[no-untyped-def]
         time.sleep(0.2)
 
 
-def _port_open(port: int) -> bool:
-    import socket
-
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.3):
-            return True
-    except OSError:
-        return False
-
-
 @pytest.mark.service
 @pytest.mark.slow
 def test_up_starts_missing_stack_restarts_a_dead_worker_and_stops_cleanly(tmp_path: Path):
@@ -99,7 +89,7 @@ def test_up_starts_missing_stack_restarts_a_dead_worker_and_stops_cleanly(tmp_pa
         key_prefix=prefix,
     )
     try:
-        _wait(lambda: _port_open(aport), "the API to listen")
+        _wait(lambda: port_open(aport), "the API to listen")
         assert broker_answers("127.0.0.1", kport) and redis_answers("127.0.0.1", rport)
         r = redis_lib.Redis.from_url(settings.redis_url)
         spec = {"id": "up-m", "kind": "pa", "dim": 2, "params": {}}
@@ -129,7 +119,7 @@ def test_up_starts_missing_stack_restarts_a_dead_worker_and_stops_cleanly(tmp_pa
     # everything it started is gone
     assert not broker_answers("127.0.0.1", kport)
     assert not redis_answers("127.0.0.1", rport)
-    assert not _port_open(aport)
+    assert not port_open(aport)
 
 
 def _alive(pid: int) -> bool:
@@ -161,7 +151,7 @@ def test_up_uses_what_already_answers(kafka_bootstrap, redis_url, key_prefix) ->
         stderr=subprocess.STDOUT,
     )
     try:
-        _wait(lambda: _port_open(aport), "the API to listen")
+        _wait(lambda: port_open(aport), "the API to listen")
     finally:
         up.send_signal(signal.SIGINT)
         out, _ = up.communicate(timeout=60)
