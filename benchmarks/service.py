@@ -337,8 +337,8 @@ async def checkpoint_cost(settings, n_models: int, positions: list[int], commits
                     worker="bench",
                 )
                 times.append(time.perf_counter() - t0)
-                for rt, res in zip(rts.values(), results, strict=True):
-                    rt.written(res.version)
+                for rt, w, res in zip(rts.values(), writes, results, strict=True):
+                    rt.written(res.version, w.token)
                 sizes.append(sum(len(w.state) + len(w.stats) for w in writes))
             out.append((pos, float(np.median(times)) * 1e3, float(np.mean(sizes))))
     finally:

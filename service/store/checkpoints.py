@@ -6,8 +6,11 @@ All functions take a ``redis.asyncio.Redis`` created with ``decode_responses=Fal
 One model's checkpoint is written by one Lua script (atomic, single hash slot thanks to the
 ``{id}`` hash tag), which
 
-1. checks the version the writer loaded (compare-and-set: a worker that lost the model, or
-   a rollback in between, makes the write fail with ``CONFLICT`` instead of clobbering),
+1. checks the version the writer loaded and the write ``token`` that came with it
+   (compare-and-set: a worker that lost the model, or a rollback in between, makes the
+   write fail with ``CONFLICT`` instead of clobbering; the token, random per write, tells
+   apart two writes that Redis numbered alike after losing writes, which the version alone
+   cannot: docs/reliability.md, "Ordinary operations"),
    and the incarnation it loaded against the spec's (a model deleted, or deleted and
    re-created with the same id, makes the write fail with ``CONFLICT`` too, even when both
    incarnations are at version 0; docs/reliability.md, "Re-creating a model");
@@ -17,8 +20,9 @@ One model's checkpoint is written by one Lua script (atomic, single hash slot th
    ``partition``/``offset``/``event_id``, the counters ``applied``/``duplicate``/
    ``rejected``, ``ids_sum`` (sum mod 2**64 of :func:`id_hash` over applied ids, an
    order-independent exactly-once witness), ``stats`` (codec blob of the running metrics),
-   ``worker``, ``updated_at`` and ``barrier`` (``partition:offset:event_id`` of the last
-   rollback control event decided, or empty; see ``docs/checkpoints.md``), and clears
+   ``worker``, ``updated_at``, ``token`` (this write's) and ``barrier``
+   (``partition:offset:event_id`` of the last rollback control event decided, or empty;
+   see ``docs/checkpoints.md``), and clears
    ``halted`` (why the model had stopped learning; service/worker/divergence.py);
 4. pushes the state onto ``history`` (last K versions): a JSON head (version, stamp, ts,
    counters, ``slen`` = length of the state blob), a newline, the state blob, then the
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -50,9 +55,9 @@ OK, CONFLICT, BACKWARDS = "ok", "conflict", "backwards"
 _MASK64 = (1 << 64) - 1
 
 _WRITE_LUA = """
-local cur = redis.call('HMGET', KEYS[1], 'version', 'partition', 'offset')
+local cur = redis.call('HMGET', KEYS[1], 'version', 'partition', 'offset', 'token')
 local ver = tonumber(cur[1]) or 0
-if ver ~= tonumber(ARGV[1]) then return {-1, ver} end
+if ver ~= tonumber(ARGV[1]) or (cur[4] or '') ~= ARGV[20] then return {-1, ver} end
 local spec = redis.call('GET', KEYS[4])
 local inc = ''
 if spec then
@@ -72,7 +77,7 @@ local nv = ver + 1
 redis.call('HSET', KEYS[1], 'state', ARGV[6], 'version', nv, 'partition', ARGV[3],
   'offset', ARGV[4], 'event_id', ARGV[5], 'applied', ARGV[7], 'duplicate', ARGV[8],
   'rejected', ARGV[9], 'ids_sum', ARGV[10], 'stats', ARGV[11], 'worker', ARGV[14],
-  'updated_at', ARGV[15], 'barrier', ARGV[16])
+  'updated_at', ARGV[15], 'barrier', ARGV[16], 'token', ARGV[19])
 redis.call('HDEL', KEYS[1], 'halted')
 local hkeep = tonumber(ARGV[12])
 if hkeep > 0 then
@@ -87,10 +92,10 @@ if ARGV[17] ~= '' then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '(' .. ARGV[17], '+inf')
 end
 local skeep = tonumber(ARGV[13])
-local n = tonumber(ARGV[19])
+local n = tonumber(ARGV[21])
 if skeep > 0 and n > 0 then
   for i = 1, n do
-    redis.call('ZADD', KEYS[3], tonumber(ARGV[19 + 2 * i - 1]), ARGV[19 + 2 * i])
+    redis.call('ZADD', KEYS[3], tonumber(ARGV[21 + 2 * i - 1]), ARGV[21 + 2 * i])
   end
   redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(skeep + 1))
 end
@@ -106,12 +111,18 @@ for _, item in ipairs(items) do
     local last = -1
     if head['slen'] then last = nl + tonumber(head['slen']) end
     local nv = redis.call('HINCRBY', KEYS[1], 'version', 1)
-    redis.call('HSET', KEYS[1], 'state', string.sub(item, nl + 1, last), 'updated_at', ARGV[2])
+    redis.call('HSET', KEYS[1], 'state', string.sub(item, nl + 1, last), 'updated_at', ARGV[2],
+      'token', ARGV[3])
     return nv
   end
 end
 return -1
 """
+
+
+def new_token() -> str:
+    """A write token: random, so no two writes share one (Redis may number them alike)."""
+    return os.urandom(8).hex()
 
 
 def id_hash(event_id: str) -> int:
@@ -167,6 +178,8 @@ class CheckpointWrite:
     barrier: Stamp | None = None  # the last rollback control event decided
     unsee_above: int | None = None  # drop seen ids scored above this (after a rollback)
     incarnation: str = ""  # the spec's; "" for a spec made before incarnations
+    token: str = ""  # this write's random token (stored with it)
+    expected_token: str = ""  # the token of the version the writer loaded ("" for none)
 
 
 @dataclass(frozen=True)
@@ -189,6 +202,7 @@ class StoredState:
     worker: str = ""
     updated_at: float = 0.0
     barrier: Stamp | None = None
+    token: str = ""  # the random token of the write that made this version
 
 
 @dataclass(frozen=True)
@@ -244,6 +258,7 @@ def _parse_state(model: str, raw: dict[Any, Any]) -> StoredState | None:
         worker=_s(h.get("worker", b"")),
         updated_at=float(h.get("updated_at", 0.0) or 0.0),
         barrier=_decode_barrier(h.get("barrier")),
+        token=_s(h.get("token", b"")),
     )
 
 
@@ -261,6 +276,18 @@ async def read_states(
             pipe.hgetall(keys.state(model))
         raws = await pipe.execute()
     return {m: _parse_state(m, raw) for m, raw in zip(models, raws, strict=True)}
+
+
+async def read_heads(redis: Redis, keys: Keys, models: Sequence[str]) -> dict[str, tuple[int, str]]:
+    """Each model's version and write token (``(0, "")`` without a state), pipelined."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for model in models:
+            pipe.hmget(keys.state(model), "version", "token")
+        raws = await pipe.execute()
+    return {
+        m: (int(v), _s(t) if t is not None else "") if v is not None else (0, "")
+        for m, (v, t) in zip(models, raws, strict=True)
+    }
 
 
 async def read_version(redis: Redis, keys: Keys, model: str) -> int:
@@ -324,7 +351,10 @@ async def rollback(redis: Redis, keys: Keys, model: str, version: int) -> int:
     new version; ``KeyError`` if that version is no longer in the history."""
     script = redis.register_script(_ROLLBACK_LUA)
     nv = int(
-        await script(keys=[keys.state(model), keys.history(model)], args=[version, time.time()])
+        await script(
+            keys=[keys.state(model), keys.history(model)],
+            args=[version, time.time(), new_token()],
+        )
     )
     if nv < 0:
         raise KeyError(f"model {model!r}: version {version} is not in the history")
@@ -392,6 +422,8 @@ async def write_checkpoints(
                 _encode_barrier(w.barrier),
                 "" if w.unsee_above is None else w.unsee_above,
                 w.incarnation,
+                w.token,
+                w.expected_token,
                 len(w.new_ids),
                 *seen_args,
             ]

@@ -9,13 +9,15 @@ import time
 from collections.abc import Callable
 
 from service.config import Settings
-from service.store.checkpoints import BACKWARDS, OK
+from service.store.checkpoints import BACKWARDS, OK, Stamp
 from service.worker.assignment import Assignment
 from service.worker.deadletter import DeadLetters
+from service.worker.divergence import matches, resume_offset
+from service.worker.events import raw_event_id
 from service.worker.faults import Faults
 from service.worker.metrics import WorkerMetrics, WorkerStats
 from service.worker.models import ModelRuntime, load_models
-from service.worker.ports import CommitFailed, Log, ModelStore, TopicPartition
+from service.worker.ports import CommitFailed, Log, ModelStore, Record, TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -48,13 +50,20 @@ class Checkpoint:
         self.faults = faults
         self.clock = clock
         self.offsets: dict[TopicPartition, int] = {}  # next offset to commit, per partition
+        self.handled: dict[TopicPartition, Record] = {}  # last record handled, per partition
+        # the last record handled before the last checkpoint, per partition: the log must
+        # still hold it when the next checkpoint is written (service/worker/audit.py)
+        self.witness: dict[TopicPartition, Stamp] = {}
+        self.suspect: set[TopicPartition] = set()  # records below the next offset came
+        self.changed: set[TopicPartition] = set()  # found changed; to restore (audit.py)
         self.pending = 0  # records handled since the last checkpoint
         self.last = clock()
         self.inflight: asyncio.Future[None] | None = None  # the Kafka offset commit
         self.state_writes = 0  # checkpoints whose Redis write succeeded
 
-    def note(self, tp: TopicPartition, offset: int) -> None:
-        self.offsets[tp] = offset + 1
+    def note(self, tp: TopicPartition, rec: Record) -> None:
+        self.offsets[tp] = rec.offset + 1
+        self.handled[tp] = rec
         self.pending += 1
 
     def expired(self) -> bool:
@@ -67,6 +76,8 @@ class Checkpoint:
     def forget(self, partitions: set[TopicPartition]) -> None:
         for tp in partitions:
             self.offsets.pop(tp, None)
+            self.handled.pop(tp, None)
+            self.witness.pop(tp, None)
 
     async def commit(self) -> None:
         """Persist progress, in this order:
@@ -82,6 +93,8 @@ class Checkpoint:
         """
         self.faults.hit("before_checkpoint")
         started = time.perf_counter()
+        # 0. nothing learned from a log that changed under us is written
+        await self.verify_log()
         # 1. dead letters (the shared counter is at-least-once, like the letters)
         letters = await self.deadletters.flush()
         self.stats.deadletter += letters
@@ -95,7 +108,7 @@ class Checkpoint:
         conflicted: set[int] = set()
         for rt, w, res in zip(dirty, writes, results, strict=True):
             if res.outcome == OK:
-                rt.written(res.version)
+                rt.written(res.version, w.token)
             else:
                 if res.outcome == BACKWARDS:  # a zombie whose version number was issued
                     # again after Redis lost writes: the stored state is the truth here too
@@ -110,6 +123,9 @@ class Checkpoint:
                 # 3. another writer won: its state is the truth
                 await self.resync(rt.model)
         self.state_writes += 1
+        for tp, rec in self.handled.items():
+            self.witness[tp] = Stamp(tp.partition, rec.offset, raw_event_id(rec.value))
+        self.handled.clear()
         self.faults.hit("after_state_write")
         # 4. Kafka offsets
         await self._commit_offsets(conflicted)
@@ -119,6 +135,48 @@ class Checkpoint:
         elapsed = time.perf_counter() - started
         self.metrics.checkpoint.observe(elapsed)
         logger.debug("checkpoint: %d models in %.1f ms", len(writes), 1e3 * elapsed)
+
+    async def verify_log(self) -> None:
+        """Find the partitions whose records changed under the worker (service/worker/
+        audit.py): one probe read per partition with records since the last checkpoint,
+        of its witness; for a suspect one, of the newest record handled (a mere repeat of
+        the same log leaves it in place). Their models are dropped unwritten and the
+        partitions added to ``changed``, for the loop to restore."""
+        suspect, self.suspect = self.suspect, set()
+        points: dict[TopicPartition, Stamp] = {}
+        for tp in set(self.handled) | suspect:
+            point = self.witness.get(tp)
+            last = self.handled.get(tp)
+            if tp in suspect and last is not None:
+                point = Stamp(tp.partition, last.offset, raw_event_id(last.value))
+            if point is not None:
+                points[tp] = point
+        if not points:
+            return
+        found = await self.log.read_many({tp: p.offset for tp, p in points.items()})
+        for tp in sorted(points):
+            point = points[tp]
+            if matches(found[tp], point) is not False:
+                continue
+            if point.offset >= await self.log.beginning_offset(tp):  # not retention
+                self.log_changed(tp, point.offset)
+
+    def log_changed(self, tp: TopicPartition, offset: int) -> None:
+        """The record at ``offset`` of ``tp`` is not the one handled there before: drop the
+        partition's models unwritten and mark it to restore."""
+        self.stats.log_resets += 1
+        for model, rt in list(self.models.items()):
+            if rt.home == tp.partition:
+                del self.models[model]  # unwritten: what it learned is read again
+        self.forget({tp})
+        self.changed.add(tp)
+        logger.error(
+            "%s[%d] changed under the worker (the record at offset %d is not the one handled"
+            " there: its tail was lost and rewritten); its models go back to their checkpoints",
+            tp.topic,
+            tp.partition,
+            offset,
+        )
 
     async def resync(self, model: str) -> None:
         """Replace the in-memory model by its stored checkpoint and rewind its partition.
@@ -142,10 +200,11 @@ class Checkpoint:
         if tp not in self.log.assignment():
             models.pop(model, None)
             return
-        if rt.stamp is not None:
-            target = rt.stamp.offset + 1
-        else:
-            target = await self.log.beginning_offset(tp)
+        # the stored stamp may be from before the log changed under us: checked as on an
+        # assignment (a model that stops learning is left where it is)
+        target = await resume_offset(self.log, self.store, tp, rt, self.stats)
+        if target is None:
+            return
         if target < await self.log.position(tp):
             self.assignment.seek(tp, target)
         logger.warning(

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 from service.store.checkpoints import Stamp
 from service.worker.events import raw_event_id
+from service.worker.metrics import WorkerStats
 from service.worker.models import ModelRuntime
-from service.worker.ports import Log, ModelStore, Probe, TopicPartition
+from service.worker.ports import ModelStore, Probe, Reader, Record, TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +39,14 @@ class Resume:
     halted: str | None = None
 
 
-async def holds(log: Log, tp: TopicPartition, stamp: Stamp) -> bool | None:
+async def holds(log: Reader, tp: TopicPartition, stamp: Stamp) -> bool | None:
     """Whether the log holds the stamp's event at the stamp's offset; None when the
     record cannot be read (compacted away, or the broker did not answer)."""
-    rec = await log.read_at(tp, stamp.offset)
+    return matches(await log.read_at(tp, stamp.offset), stamp)
+
+
+def matches(rec: Record | Probe, stamp: Stamp) -> bool | None:
+    """``holds`` for a record already read at the stamp's offset."""
     if rec is Probe.PAST_END:
         return False
     if rec is Probe.UNREADABLE or isinstance(rec, Probe) or rec.offset != stamp.offset:
@@ -49,7 +54,7 @@ async def holds(log: Log, tp: TopicPartition, stamp: Stamp) -> bool | None:
     return raw_event_id(rec.value) == stamp.event_id
 
 
-async def stamp_is_void(log: Log, tp: TopicPartition, stamp: Stamp) -> bool:
+async def stamp_is_void(log: Reader, tp: TopicPartition, stamp: Stamp) -> bool:
     """True when the log no longer holds the stamp's event at the stamp's offset. A record
     that cannot be read (no answer; compacted away) contradicts nothing: the stamp stays."""
     held = await holds(log, tp, stamp)
@@ -60,7 +65,42 @@ async def stamp_is_void(log: Log, tp: TopicPartition, stamp: Stamp) -> bool:
     return held is False
 
 
-async def find_resume(log: Log, store: ModelStore, tp: TopicPartition, rt: ModelRuntime) -> Resume:
+async def resume_offset(
+    log: Reader, store: ModelStore, tp: TopicPartition, rt: ModelRuntime, stats: WorkerStats
+) -> int | None:
+    """The offset ``rt`` (just loaded) reads ``tp`` from: after its stamp, the log's start
+    without one, or, when the stamp is void, after the point :func:`find_resume` finds (the
+    model then moves its stamp back on its next write). None when it stops learning (noted
+    in the store; the model must not pin the partition's position)."""
+    begin = await log.beginning_offset(tp)
+    s = rt.stamp
+    if s is None:
+        return begin
+    if s.offset < begin or not await stamp_is_void(log, tp, s):
+        return s.offset + 1
+    stats.voided_stamps += 1
+    resume = await find_resume(log, store, tp, rt)
+    if resume.halted is not None:
+        logger.error("%s", resume.halted)
+        rt.halted = resume.halted
+        await store.note_halted(rt.model, resume.halted)
+        return None
+    logger.warning(
+        "model %r: stamp %s is void (the log diverged); resuming after %s",
+        rt.model,
+        s,
+        resume.stamp or "the log's start",
+    )
+    rt.stamp = resume.stamp
+    rt.barrier = None  # a rollback barrier from the old log is void too
+    rt.rewind = True
+    rt.dirty = True
+    return begin if resume.stamp is None else resume.stamp.offset + 1
+
+
+async def find_resume(
+    log: Reader, store: ModelStore, tp: TopicPartition, rt: ModelRuntime
+) -> Resume:
     """The newest known point still in the log whose later ids the window covers."""
     floor = rt.counters.applied - len(rt.seen)  # ids applied after this count are in the window
     points: list[tuple[int, Stamp]] = []  # (applied count at the point, its stamp), newest first
@@ -87,6 +127,31 @@ async def find_resume(log: Log, store: ModelStore, tp: TopicPartition, rt: Model
         " is void) and no kept checkpoint stamp is still in the log; it stopped learning."
         " Re-create it, or roll it back to a version whose events the log holds",
     )
+
+
+class EndMemo:
+    """A ``Reader`` for one restore: an offset found past the end makes every later one of
+    that partition past the end too, so a partition whose log restarted empty costs one
+    probe read, not one per model (a restart with a hundred void stamps was a storm)."""
+
+    def __init__(self, log: Reader) -> None:
+        self.log = log
+        self.begin: dict[TopicPartition, int] = {}
+        self.end: dict[TopicPartition, int] = {}  # lowest offset found past the end
+
+    async def beginning_offset(self, tp: TopicPartition) -> int:
+        if tp not in self.begin:
+            self.begin[tp] = await self.log.beginning_offset(tp)
+        return self.begin[tp]
+
+    async def read_at(self, tp: TopicPartition, offset: int) -> Record | Probe:
+        end = self.end.get(tp)
+        if end is not None and offset >= end:
+            return Probe.PAST_END
+        rec = await self.log.read_at(tp, offset)
+        if rec is Probe.PAST_END and offset >= await self.beginning_offset(tp):
+            self.end[tp] = offset if end is None else min(end, offset)
+        return rec
 
 
 def _halt(rt: ModelRuntime, stamp: Stamp, applied: int, floor: int) -> str:

@@ -77,8 +77,13 @@ class WorkerCollector:
         for name, help_text in (
             ("checkpoints", "Checkpoints written."),
             ("deadletter", "Events this worker sent to the dead-letter topic."),
-            ("conflicts", "Checkpoint writes that lost the version check."),
+            (
+                "conflicts",
+                "Checkpoint writes that lost the version check, and models reloaded"
+                " after the store lost writes.",
+            ),
             ("voided_stamps", "Stamps found void (the log was reset)."),
+            ("log_resets", "Partitions whose records changed under the running worker."),
             ("redis_retries", "Redis operations retried while Redis was unreachable."),
         ):
             fam = CounterMetricFamily(f"onlinepredict_worker_{name}", help_text)

@@ -10,6 +10,7 @@ adapters drive the same ``process_batch`` and ``Checkpoint`` code without a brok
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -23,8 +24,10 @@ from service.store.checkpoints import Stamp
 from service.worker.adapters.kafka_log import KafkaLog
 from service.worker.adapters.redis_store import RedisStore
 from service.worker.assignment import Assignment
+from service.worker.audit import Audit
 from service.worker.checkpoint import Checkpoint
 from service.worker.deadletter import DeadLetters
+from service.worker.drain import Drain, kafka_fetched_at
 from service.worker.events import Event, InvalidEvent, decode_event, raw_event_id
 from service.worker.faults import Faults
 from service.worker.metrics import WorkerMetrics, WorkerStats
@@ -112,9 +115,20 @@ class Worker:
             lock=self.lock,
             seen_keep=settings.seen_ids_keep,
         )
+        self.audit = Audit(
+            store=store,
+            log=log,
+            checkpoint=self.checkpoint,
+            rebalance=self.rebalance,
+            models=self.models,
+            stats=self.stats,
+            interval_s=settings.commit_interval_s,
+            clock=clock,
+        )
         self.last_poll = 0.0  # clock() at the last poll: /healthz freshness
         self.final_checkpoint = False  # set when the shutdown's checkpoint was written
         self.stopped_at: float | None = None  # clock() when the stop was requested
+        self.drained: bool | None = None  # a draining stop: learned to the end of the log
 
     def lags(self) -> list[tuple[int, int]]:
         return self.assignment.lags(self.settings.events_topic)
@@ -134,8 +148,9 @@ async def process_batch(w: Worker, batch: Batch) -> None:
     for tp, records in batch.items():
         floor = next_offset.get(tp, 0)
         for rec in records:
-            if rec.offset < floor:
+            if rec.offset < floor:  # a repeat, or the client fell off a log cut under it
                 w.stats.redelivered += 1
+                w.checkpoint.suspect.add(tp)
                 continue
             floor = next_offset[tp] = rec.offset + 1
             try:
@@ -158,9 +173,15 @@ async def process_batch(w: Worker, batch: Batch) -> None:
     gathered: dict[str, list[tuple[Event, int, int]]] = {}  # model -> its examples, in order
     by_offset: dict[tuple[int, int], Record] = {}  # (partition, offset) -> record
     current: TopicPartition | None = None
+    cut: set[TopicPartition] = set()  # found changed under the worker: restored after
     for tp, rec, ev in decoded:
-        if rec.offset >= next_offset.get(tp, 0):
+        if rec.offset >= next_offset.get(tp, 0) or tp in cut:
             continue  # sought back below this record (a rollback): it is delivered again
+        if _not_its_stamp(w, tp, rec, ev):
+            await _learn_gathered(w, gathered, by_offset)
+            w.checkpoint.log_changed(tp, rec.offset)
+            cut.add(tp)
+            continue
         if tp != current:  # one partition at a time: a group never spans two
             await _learn_gathered(w, gathered, by_offset)
             current = tp
@@ -170,8 +191,22 @@ async def process_batch(w: Worker, batch: Batch) -> None:
         else:
             await _learn_gathered(w, gathered, by_offset)
             await _handle(w, tp, rec, ev, failed)
-        w.checkpoint.note(tp, rec.offset)
+        w.checkpoint.note(tp, rec)
     await _learn_gathered(w, gathered, by_offset)
+
+
+def _not_its_stamp(w: Worker, tp: TopicPartition, rec: Record, ev: Event | InvalidEvent) -> bool:
+    """Whether ``rec`` sits at its model's stamp with another event id: the log was cut
+    and rewritten there (read when another model's lower stamp set the position)."""
+    model = ev.model if type(ev) is Event else None
+    if isinstance(ev, InvalidEvent) and ev.model is not None and rec.key == ev.model.encode():
+        model = ev.model
+    rt = w.models.get(model) if model is not None else None
+    s = rt.stamp if rt is not None and rt.halted is None else None  # a halted one's is void
+    if s is None or s.offset != rec.offset or s.partition != tp.partition:
+        return False
+    event_id = ev.id if type(ev) is Event else raw_event_id(rec.value)
+    return event_id != s.event_id
 
 
 async def _learn_gathered(
@@ -218,7 +253,7 @@ async def _handle(
     if isinstance(ev, InvalidEvent):
         rt = w.models.get(ev.model) if ev.model and rec.key == ev.model.encode() else None
         if rt is not None and rt.foreign(tp.partition) is None:
-            if rt.covers(tp.partition, rec.offset):
+            if rt.skips(tp.partition, rec.offset):
                 st.skipped += 1
                 return
             rt.counters.rejected += 1
@@ -289,9 +324,16 @@ async def take(
         doing("learning a batch")
         if batch:
             await process_batch(w, batch)
+        if w.checkpoint.suspect or w.checkpoint.changed:
+            doing("checking the log")
+            await w.audit.check_log()
+        if w.audit.due():
+            doing("checking the store")
+            await w.audit.check_store()
         if w.checkpoint.expired():
             doing("checkpointing")
             await w.checkpoint.commit()
+            await w.audit.restore()
 
 
 class Deadline:
@@ -399,15 +441,58 @@ class PhaseSink(Protocol):
     phase: str  # what the worker is doing, for the stop watchdog's log line
 
 
+async def _until(event: asyncio.Event, seconds: float) -> None:
+    """Returns when ``event`` is set or after ``seconds``, whichever comes first."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
+
+
+async def drain(
+    w: Worker, seconds: float, hurry: asyncio.Event, doing: Callable[[str], None] = _quiet
+) -> bool:
+    """Learn on until every owned partition is learned to its end (``drain.Drain``), for at
+    most ``seconds`` or until ``hurry`` is set; whether it got there. The caller then
+    writes the final checkpoint as for any stop."""
+    done = Drain(w.log, w.assignment, w.settings.events_topic, fetched_at=kafka_fetched_at(w.log))
+    end = w.clock() + seconds
+    behind: dict[int, int | None] = {}
+    while not hurry.is_set() and (left := end - w.clock()) > 0:
+        doing("draining: learning to the end of the log")
+        generation = w.assignment.generation
+        cut = asyncio.ensure_future(_until(hurry, left))
+        try:
+            batch = await _poll(w.log, w.settings.max_poll_records, cut)
+        finally:
+            cut.cancel()
+        if batch is None:
+            break
+        await take(w, batch, generation, doing)
+        if not batch and not (behind := done.behind()):
+            logger.info("drained: every owned partition learned to its end")
+            return True
+    logger.error(
+        "not drained within ONLINEPREDICT_DRAIN_TIMEOUT_S=%.0f s%s; records left per"
+        " partition (None: end unknown): %s",
+        seconds,
+        " (asked to hurry)" if hurry.is_set() else "",
+        behind or done.behind(),
+    )
+    return False
+
+
 async def run_worker(
     settings: Settings,
     *,
     stop: asyncio.Event | None = None,
     worker_id: str | None = None,
     phase: PhaseSink | None = None,
+    drain_s: float = 0.0,
+    hurry: asyncio.Event | None = None,
 ) -> Worker:
     """Consume until ``stop`` is set, then stop within ``settings.worker_stop_timeout_s``;
-    returns the worker (its counters, and whether the final checkpoint was written)."""
+    returns the worker (its counters, and whether the final checkpoint was written).
+    With ``drain_s`` > 0 it first learns to the end of the log for up to that long
+    (``drain``; ``hurry`` cuts it short), and the stop bound runs from the drain's end."""
     w = build_worker(settings, worker_id, stopping=stop)
     log = w.log
     if w.stopping.is_set():  # asked to stop while starting: nothing learned, nothing to write
@@ -447,6 +532,9 @@ async def run_worker(
                 if batch is None:
                     break  # stopped while the poll waited (e.g. for a group rejoin)
                 await take(w, batch, generation, doing)
+            if drain_s > 0:
+                w.drained = await drain(w, drain_s, hurry or asyncio.Event(), doing)
+                w.stopped_at = w.clock()
             deadline = Deadline(w)
             doing("writing the final checkpoint")
             await _final_checkpoint(w, deadline)

@@ -4,6 +4,10 @@ The stop is bounded in every state (docs/reliability.md, "Stopping"): the shutdo
 share ``worker_stop_timeout_s`` (``run_worker``), and a watchdog thread, armed by the
 signal itself, ends the process at the bound if they have not finished: a learning batch
 holds the event loop, so only a thread can keep that promise.
+
+With ``drain`` (``onlinepredict worker --drain``) the worker first learns to the end of the
+log for up to ``drain_timeout_s`` (``service.worker.drain``), and the bound grows by as
+much; a second SIGTERM/SIGINT cuts the drain short.
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ EXIT_WATCHDOG = 4  # still not stopped at the bound: ended by the watchdog
 class StopSignal:
     """Sets the worker's stop event and arms the watchdog at the first SIGTERM/SIGINT."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, bound_s: float) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, bound_s: float, what: str = "") -> None:
         self.loop = loop
         self.bound_s = bound_s
+        self.what = what or "ONLINEPREDICT_WORKER_STOP_TIMEOUT_S"  # the bound, for the log
         self.stop = asyncio.Event()
+        self.hurry = asyncio.Event()  # a second signal: cut a drain short
         self.phase = "starting"  # what the worker was doing, for the watchdog's log line
         self._armed: threading.Timer | None = None
 
@@ -50,12 +56,16 @@ class StopSignal:
             self._armed.daemon = True
             self._armed.start()
             logger.info("%s: stopping within %.0f s", signal.Signals(signum).name, self.bound_s)
+        elif not self.hurry.is_set():
+            logger.info("%s again: stopping without draining", signal.Signals(signum).name)
+            self.loop.call_soon_threadsafe(self.hurry.set)
         self.loop.call_soon_threadsafe(self.stop.set)
 
     def _expire(self) -> None:
         logger.error(
-            "worker did not stop within ONLINEPREDICT_WORKER_STOP_TIMEOUT_S=%.0f s"
+            "worker did not stop within %s=%.0f s"
             " (it was %s); exiting without a final checkpoint: its events are replayed",
+            self.what,
             self.bound_s,
             self.phase,
         )
@@ -67,15 +77,25 @@ class StopSignal:
             self._armed.cancel()
 
 
-async def _serve(settings: Settings, worker_id: str | None) -> int:
-    stopper = StopSignal(asyncio.get_running_loop(), settings.worker_stop_timeout_s)
+async def _serve(settings: Settings, worker_id: str | None, drain: bool) -> int:
+    drain_s = settings.drain_timeout_s if drain else 0.0
+    bound = settings.worker_stop_timeout_s + drain_s
+    what = "ONLINEPREDICT_DRAIN_TIMEOUT_S + ONLINEPREDICT_WORKER_STOP_TIMEOUT_S" if drain_s else ""
+    stopper = StopSignal(asyncio.get_running_loop(), bound, what)
     stopper.install()
-    worker = await run_worker(settings, stop=stopper.stop, worker_id=worker_id, phase=stopper)
+    worker = await run_worker(
+        settings,
+        stop=stopper.stop,
+        worker_id=worker_id,
+        phase=stopper,
+        drain_s=drain_s,
+        hurry=stopper.hurry,
+    )
     stopper.disarm()
     return 0 if worker.final_checkpoint else EXIT_NO_CHECKPOINT
 
 
-def main(settings: Settings, worker_id: str | None = None) -> None:
-    code = asyncio.run(_serve(settings, worker_id))
+def main(settings: Settings, worker_id: str | None = None, *, drain: bool = False) -> None:
+    code = asyncio.run(_serve(settings, worker_id, drain))
     if code:
         sys.exit(code)

@@ -53,6 +53,7 @@ class WorkerStats:
     voided_stamps: int = 0
     redis_retries: int = 0
     redelivered: int = 0  # records the client handed out twice (dropped)
+    log_resets: int = 0  # partitions whose records changed under the worker (audit.py)
 
 
 class FastHistogram:

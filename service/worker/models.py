@@ -35,6 +35,7 @@ from service.store.checkpoints import (
     Stamp,
     StoredState,
     id_hash,
+    new_token,
 )
 from service.worker.events import Event
 from service.worker.ports import ModelStore
@@ -54,6 +55,7 @@ class ModelRuntime:
     stats: RunningStats
     counters: Counters = field(default_factory=Counters)
     version: int = 0  # the stored version this runtime descends from
+    token: str = ""  # that version's write token (checked with it: reissued numbers differ)
     stamp: Stamp | None = None  # last handled event
     # the dedupe window: recent applied ids -> the wall time they were applied (ids loaded
     # from a checkpoint: the load time, so the stated horizon is never overstated)
@@ -145,6 +147,7 @@ class ModelRuntime:
             stats,
             counters=Counters(**vars(stored.counters)),
             version=stored.version,
+            token=stored.token,
             stamp=stored.stamp,
             seen_keep=seen_keep,
             barrier=stored.barrier,
@@ -161,8 +164,22 @@ class ModelRuntime:
         s = self.stamp
         return s is not None and s.partition == partition and offset <= s.offset
 
+    def skips(self, partition: int, offset: int) -> bool:
+        """The event at (partition, offset) changes nothing: its stamp covers it, or the
+        model stopped learning (divergence.py; its stamp stays where it stopped)."""
+        return self.halted is not None or self.covers(partition, offset)
+
+    def pass_over(self, stamp: Stamp, *, barrier: bool = False) -> None:
+        """Move the stamp onto an event decided without learning (a refused or repeated
+        rollback): checkpointed once, never decided again; ``barrier`` also makes it the
+        last rollback decided. A halted model's stamp stays where it stopped."""
+        if self.halted is None:
+            self.stamp, self.dirty = stamp, True
+            if barrier:
+                self.barrier = stamp
+
     def handle(self, event: Event, partition: int, offset: int) -> str:
-        if self.covers(partition, offset) or self.halted is not None:
+        if self.skips(partition, offset):
             return SKIPPED
         foreign = self.foreign(partition)
         if foreign is not None:
@@ -349,6 +366,8 @@ class ModelRuntime:
             state=encode_state(self.learner.state()),
             counters=Counters(**vars(self.counters)),
             expected_version=self.version,
+            token=new_token(),
+            expected_token=self.token,
             stats=encode_state(self.stats.state()),
             new_ids=list(self.new_ids),
             rewind=self.rewind,
@@ -357,8 +376,8 @@ class ModelRuntime:
             incarnation=self.incarnation,
         )
 
-    def written(self, version: int) -> None:
-        self.version = version
+    def written(self, version: int, token: str) -> None:
+        self.version, self.token = version, token
         self.new_ids.clear()
         self.dirty = False
         self.rewind = False

@@ -23,6 +23,7 @@ __all__ = [
     "Log",
     "ModelStore",
     "Probe",
+    "Reader",
     "RebalanceHandler",
     "Record",
     "StoreUnavailable",
@@ -69,6 +70,14 @@ class RebalanceHandler(Protocol):
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None: ...
 
 
+class Reader(Protocol):
+    """What the divergence search reads of the log (a ``Log`` is one)."""
+
+    async def beginning_offset(self, tp: TopicPartition) -> int: ...
+
+    async def read_at(self, tp: TopicPartition, offset: int) -> Record | Probe: ...
+
+
 class Log(Protocol):
     """The partitioned event log: a group consumer, a probe reader and a producer."""
 
@@ -101,6 +110,12 @@ class Log(Protocol):
 
     async def read_at(self, tp: TopicPartition, offset: int) -> Record | Probe:
         """The first record at or after ``offset``, read outside the group."""
+
+    async def read_many(
+        self, points: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, Record | Probe]:
+        """``read_at`` for one offset in each of several partitions, in one round trip
+        where the client allows."""
 
     async def produce(self, topic: str, value: bytes, key: bytes | None) -> Awaitable[Any]:
         """Queue a record; the result completes when the broker has it."""
@@ -138,6 +153,13 @@ class ModelStore(Protocol):
     ) -> list[WriteResult]:
         """One checkpoint: each model's state + stamp (version-checked, one result per
         write, in order), the worker's counters and the dead letters sent since the last."""
+
+    async def epoch(self) -> str:
+        """Changes whenever the store may have lost writes it acknowledged (Redis: its
+        ``run_id``, new on every restart and on a replica that takes over)."""
+
+    async def heads(self, models: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """Each model's stored version and write token; ``(0, "")`` without a state."""
 
     async def history_entry(self, model: str, version: int) -> HistoryEntry | None: ...
 

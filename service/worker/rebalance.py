@@ -17,7 +17,7 @@ import logging
 
 from service.worker.assignment import Assignment
 from service.worker.checkpoint import Checkpoint
-from service.worker.divergence import find_resume, stamp_is_void
+from service.worker.divergence import EndMemo, resume_offset
 from service.worker.metrics import WorkerStats
 from service.worker.models import ModelRuntime, load_models
 from service.worker.ports import Log, ModelStore, TopicPartition
@@ -68,6 +68,7 @@ class Rebalance:
         async with self.lock:
             self.assignment.changed()
             await self.checkpoint.drain()  # the offsets of the last checkpoint, before seeking
+            self.checkpoint.changed -= assigned  # restored here
             for tp in sorted(assigned):
                 await self.restore_partition(tp)
             # A batch fetched while the partitions were being restored comes from the Kafka
@@ -82,37 +83,24 @@ class Rebalance:
         gone = [m for m in failed if m not in loaded]  # deleted: must not pin the seek position
         if gone:
             await store.forget(tp.topic, tp.partition, gone)
-        begin = await log.beginning_offset(tp)
         positions: list[int] = []
-        for model, rt in list(loaded.items()):
+        reader = EndMemo(log)
+        begin = await reader.beginning_offset(tp)
+        self.checkpoint.witness.pop(tp, None)
+        # lowest stamps first: once one is past the log's end, so are the rest (EndMemo)
+        for model, rt in sorted(loaded.items(), key=lambda kv: _offset(kv[1])):
             if rt.foreign(tp.partition):  # registered here once, lives elsewhere: must not pin
                 del loaded[model]
                 continue
-            s = rt.stamp
-            if s is None:
-                positions.append(begin)
+            at = await resume_offset(reader, store, tp, rt, self.stats)
+            if at is None:  # the model stopped learning; it must not pin either
                 continue
-            if s.offset >= begin and await stamp_is_void(log, tp, s):
-                self.stats.voided_stamps += 1
-                resume = await find_resume(log, store, tp, rt)
-                if resume.halted is not None:  # must not pin the partition either
-                    logger.error("%s", resume.halted)
-                    rt.halted = resume.halted
-                    await store.note_halted(rt.model, resume.halted)
-                    continue
-                logger.warning(
-                    "model %r: stamp %s is void (the log diverged); resuming after %s",
-                    rt.model,
-                    s,
-                    resume.stamp or "the log's start",
-                )
-                rt.stamp = resume.stamp
-                rt.barrier = None  # a rollback barrier from the old log is void too
-                rt.rewind = True
-                rt.dirty = True
-                positions.append(begin if resume.stamp is None else resume.stamp.offset + 1)
-            else:
-                positions.append(s.offset + 1)
+            positions.append(at)
+            s = rt.stamp  # checked against the log: the newest is the partition's witness
+            if s is not None and s.offset >= begin:
+                w = self.checkpoint.witness.get(tp)
+                if w is None or s.offset > w.offset:
+                    self.checkpoint.witness[tp] = s
         self.models.update(loaded)
         # Never Kafka's committed offset: it can be ahead of what Redis holds (a lost first
         # checkpoint), and what lies between would be skipped unlearned. A partition with no
@@ -123,3 +111,7 @@ class Rebalance:
             "assigned %s[%d]: %d models, seek to %d", tp.topic, tp.partition, len(loaded), target
         )
         return target
+
+
+def _offset(rt: ModelRuntime) -> int:
+    return rt.stamp.offset if rt.stamp is not None else -1

@@ -59,7 +59,7 @@ class Rollback:
         b = rt.barrier
         if b is not None and b.partition == tp.partition and rec.offset <= b.offset:
             # re-delivered after a seek-back (ours or an earlier one): already decided
-            rt.stamp, rt.dirty = here, True
+            rt.pass_over(here)
             st.skipped += 1
             return
         assert ev.version is not None
@@ -71,7 +71,13 @@ class Rollback:
             assert entry is not None and entry.counters is not None
             seen = await self.store.seen_upto(rt.model, entry.counters.applied)
             stored = StoredState(
-                rt.model, entry.state, rt.version, entry.stamp, entry.counters, entry.stats
+                rt.model,
+                entry.state,
+                rt.version,
+                entry.stamp,
+                entry.counters,
+                entry.stats,
+                token=rt.token,
             )
             try:
                 restored = ModelRuntime.create(rt.spec, stored, seen, seen_keep=self.seen_keep)
@@ -79,7 +85,7 @@ class Rollback:
                 reason = f"model {rt.model!r}: checkpoint version {version} cannot be loaded: {exc}"
         if restored is None or entry is None:
             # refused: decided once (barrier), stamped, counters untouched
-            rt.stamp, rt.barrier, rt.dirty = here, here, True
+            rt.pass_over(here, barrier=True)
             st.rejected += 1
             await self.deadletters.send(rec, reason or "rollback refused")
             return

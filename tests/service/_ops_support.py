@@ -60,8 +60,8 @@ async def produce_at(
 
 
 class ExactlyOnceBroken(AssertionError):
-    """The model's checkpoint is not the exact reference (the xfail's ``raises``: a hang or
-    a broken step of a test fails it for real instead of passing as the known bug)."""
+    """The model's checkpoint is not the exact reference (its own type, so a broken
+    guarantee reads apart from a hang or a broken step of the test)."""
 
 
 def assert_exact(problems: list[str]) -> None:

@@ -7,9 +7,7 @@ guarantees": its checkpoint has ``applied`` == the number of distinct valid even
 delivered to that model incarnation, ``ids_sum`` == the reference sum over exactly those ids,
 and the state bytes equal a clean in-process replay of them (``tests.service.conftest.replay``).
 
-Those still marked ``xfail(strict=True)`` fail on the current code: the day one is fixed it
-XPASSes, which fails the suite, and its mark is to be removed. Each unmarked one failed
-before its fix, with the numbers in its docstring.
+Each failed before its fix, with the numbers in its docstring.
 
 Where a test waits, it waits on the worker group's committed Kafka offset reaching the end
 of the records it produced: a worker commits only after the checkpoint that covers them is
@@ -22,6 +20,7 @@ partition give the window 50 ids to get there with a few hundred events.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -33,7 +32,6 @@ from service.embedded import free_port, start_broker
 from service.embedded.topics import ensure_topics
 from service.store.keys import Keys
 from tests.service._ops_support import (
-    ExactlyOnceBroken,
     assert_exact,
     ends_of,
     examples,
@@ -210,14 +208,6 @@ def test_truncated_log_beyond_the_window_stops_the_model_instead_of_relearning(
     assert_exact(problems)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ExactlyOnceBroken,
-    reason=(
-        "issue 14: the running worker never learns the new records below its position "
-        "(offsets 200-299): 305 applied for 405 distinct ids"
-    ),
-)
 def test_truncated_log_new_records_are_learned_by_a_running_worker(
     make_settings, redis_client: redis_lib.Redis, tmp_path: Path
 ) -> None:
@@ -228,9 +218,14 @@ def test_truncated_log_new_records_are_learned_by_a_running_worker(
     assignment path of the test above; so the log is truncated by deleting and re-creating
     the topic on the running broker (the client sees what an unclean leader election shows
     it: its position is past the log's end, and new records sit at offsets it has passed).
+    The worker probes the last record of its last checkpoint before the next one, finds it
+    gone and resumes after the model's origin (the default dedupe window holds every id it
+    learned), so the 200 survivors are dropped as duplicates and the 105 new records are
+    learned (before: 305 applied for 405 distinct ids, the new records at 200-299 never
+    read).
     """
     metrics_port = free_port()  # its record counters, for the failure message
-    st = make_settings(**FAST, seen_ids_keep=SMALL_WINDOW, worker_metrics_port=metrics_port)
+    st = make_settings(**FAST, worker_metrics_port=metrics_port)
     keys, model = Keys(st.key_prefix), "cut-live"
     spec = _spec(model)
     register(redis_client, keys, spec)
@@ -256,6 +251,50 @@ def test_truncated_log_new_records_are_learned_by_a_running_worker(
     ref = replay({model: spec}, old + relog)
     problems = mismatches(redis_client, keys, model, ref[model])
     assert_exact([*problems, f"worker record outcomes: {counts}"] if problems else [])
+
+
+def test_a_restart_under_a_hundred_void_stamps_settles_in_one_assignment(
+    make_settings, redis_client: redis_lib.Redis, tmp_path: Path
+) -> None:
+    """The memory broker restarts empty under 100 models with stamps (issue 17's restart
+    storm: each void stamp's probe waited out a 2 s fetch inside the rebalance, one model
+    after another, past the session timeout: 116 warnings, generation 11, 3.5 minutes).
+    The probe now sees the end from the high watermark of a short fetch, and a partition's
+    stamps are judged lowest first, the first one past the end voiding the rest: the worker
+    joins its group once and every model learns its new event, once."""
+    port = free_port()
+    broker = start_broker(port=port)
+    models = [f"storm-{i}" for i in range(100)]
+    try:
+        st = make_settings(**FAST, kafka_bootstrap=broker.url)
+        keys = Keys(st.key_prefix)
+        for model in models:
+            register(redis_client, keys, _spec(model))
+        worker = WorkerProcess(st, "w", tmp_path)
+        worker.start()
+        try:
+            before = [e for m in models for e in examples(m, 3, 2, seed=152, tag="before")]
+            wait_committed(st, ends_of(run(produce_at(st, before))), "the first events")
+            assert worker.stop() == 0
+            broker.stop()
+            broker = start_broker(port=port)  # memory storage: every stamp is now void
+            run(ensure_topics(st))
+            worker.start()
+            started = time.monotonic()
+            after = [e for m in models for e in examples(m, 3, 1, seed=153, tag="after")]
+            wait_committed(st, ends_of(run(produce_at(st, after))), "the events after")
+            settled = time.monotonic() - started
+            assert worker.stop() == 0
+        finally:
+            worker.kill()
+    finally:
+        broker.stop()
+    restarted = worker.logs[-1].read_text(errors="replace")
+    joins = restarted.count("Setting newly assigned partitions")
+    print(f"restart with {len(models)} void stamps: learning again after {settled:.1f} s")
+    assert joins == 1, f"the restarted worker joined its group {joins} times"
+    applied = [int(redis_client.hget(keys.state(m), "applied") or 0) for m in models]
+    assert applied == [3] * len(models)
 
 
 def test_lost_first_checkpoint_is_relearned_not_skipped(

@@ -146,6 +146,7 @@ async def test_memory_log_follows_the_brokers_rules() -> None:
 def _write(model: str, offset: int, version: int, **kw: Any) -> CheckpointWrite:
     partition = kw.pop("partition", 0)
     applied = kw.pop("applied", offset + 1)
+    kw.setdefault("token", f"{model}@{offset}")
     return CheckpointWrite(
         model=model,
         topic=TOPIC,
@@ -159,15 +160,32 @@ def _write(model: str, offset: int, version: int, **kw: Any) -> CheckpointWrite:
 
 
 # A script of checkpoint writes: (write, the outcome both stores must give).
+# Each write names the token of the version it expects (``expected_token``, the ``token`` of
+# the write that made it) and sets its own (``m@7``: model m, stamp offset 7).
 SCRIPT: list[tuple[CheckpointWrite, str]] = [
     (_write("m", 3, 0, new_ids=[(1, "a"), (2, "b"), (3, "c"), (4, "d")]), OK),
     (_write("m", 5, 0), CONFLICT),  # lost the version check
-    (_write("m", 2, 1), BACKWARDS),  # behind the stored stamp on the same partition
-    (_write("m", 7, 1, new_ids=[(5, "e"), (6, "f")], stats=b""), OK),
-    (_write("m", 1, 2, partition=1), OK),  # another partition: not backwards
+    (_write("m", 2, 1, expected_token="m@3"), BACKWARDS),  # behind the stored stamp
+    # the right version number from another lineage (Redis issued it again after losing
+    # writes): the token tells them apart
+    (_write("m", 6, 1, expected_token="m@5"), CONFLICT),
+    (_write("m", 7, 1, expected_token="m@3", new_ids=[(5, "e"), (6, "f")], stats=b""), OK),
+    (_write("m", 1, 2, expected_token="m@7", partition=1), OK),  # another partition
     # a rollback to version 1 (applied 4): the stamp goes back on purpose, later ids unseen
-    (_write("m", 3, 3, rewind=True, applied=4, unsee_above=4, barrier=Stamp(0, 9, "rb")), OK),
-    (_write("m", 4, 4, new_ids=[(5, "g")], barrier=Stamp(0, 9, "rb")), OK),
+    (
+        _write(
+            "m",
+            3,
+            3,
+            expected_token="m@1",
+            rewind=True,
+            applied=4,
+            unsee_above=4,
+            barrier=Stamp(0, 9, "rb"),
+        ),
+        OK,
+    ),
+    (_write("m", 4, 4, expected_token="m@3", new_ids=[(5, "g")], barrier=Stamp(0, 9, "rb")), OK),
     (_write("n", 0, 0, partition=1, new_ids=[(1, "z")]), OK),
 ]
 
@@ -183,7 +201,7 @@ async def _play(store: Any) -> list[tuple[str, int]]:
 async def _snapshot(store: Any) -> dict[str, Any]:
     loaded = await store.load(["m", "n", "gone"])
     states = {
-        m: (s.version, s.stamp, s.counters, s.state, s.stats, s.barrier)
+        m: (s.version, s.stamp, s.counters, s.state, s.stats, s.barrier, s.token)
         for m, s in loaded.states.items()
         if s is not None
     }
@@ -211,7 +229,7 @@ async def test_memory_store_keeps_the_checkpoint_rules() -> None:
     snap = await _snapshot(store)
     assert snap["specs"] == ["m", "n"]
     assert snap["states"]["m"][:3] == (5, Stamp(0, 4, "e4"), Counters(applied=5, ids_sum=5))
-    assert snap["states"]["m"][5] == Stamp(0, 9, "rb")
+    assert snap["states"]["m"][5:] == (Stamp(0, 9, "rb"), "m@4")
     # a, b trimmed (4 kept) when e, f came; e, f unseen by the rollback; then g
     assert snap["seen"]["m"] == ["c", "d", "g"]
     assert snap["seen_upto"] == ["c", "d"]
@@ -230,7 +248,7 @@ async def test_memory_store_keeps_the_checkpoint_rules() -> None:
 
 
 def _versions() -> list[int]:
-    return [1, 1, 1, 2, 3, 4, 5, 1]
+    return [1, 1, 1, 1, 2, 3, 4, 5, 1]
 
 
 @pytest.mark.service
@@ -439,3 +457,63 @@ async def test_a_truncated_log_resumes_exactly_or_stops_the_model(window: int) -
         assert store.halted["a"].startswith("model 'a': the log diverged")
         assert state.counters.applied == 30 and again.stats.applied == 0
         assert state.counters.ids_sum == ids_sum(f"a{i}" for i in range(30))
+
+
+@pytest.mark.parametrize("fresh", [3, 15])
+async def test_a_running_worker_finds_its_log_cut_under_it(fresh: int) -> None:
+    """As above, but the same worker keeps running across the cut. With 3 new records the
+    log ends below its position: the client starts over from the beginning, the worker sees
+    records below the next offset and the newest record it handled gone. With 15 the log
+    already reaches past its position: only the checkpoint's witness (the last record of the
+    last checkpoint, now another event) shows it. Either way the partition's models go
+    back to their checkpoints and resume where the log diverged: every id once."""
+    settings = _settings()
+    broker = MemoryBroker({TOPIC: 2})
+    store = MemoryStore(worker_id="sim", history_keep=50, seen_keep=100)
+    store.create({"id": "a", "kind": "pa", "dim": 2, "params": {}})
+    old = [_example("a", f"a{i}", i) for i in range(30)]
+    _produce(broker, old)
+    worker = await _start(broker, store, settings)
+    await _run(worker, worker.log)  # type: ignore[arg-type]
+    broker.reset(P0)
+    _produce(broker, old[:20] + [_example("a", f"new{i}", i) for i in range(fresh)])
+    await _run(worker, worker.log)  # type: ignore[arg-type]
+    state = store.states["a"]
+    assert worker.stats.log_resets == 1 and "a" not in store.halted
+    assert state.counters.applied == 30 + fresh
+    learned = [f"a{i}" for i in range(30)] + [f"new{i}" for i in range(fresh)]
+    assert state.counters.ids_sum == ids_sum(learned)
+    assert state.stamp == Stamp(0, 19 + fresh, f"new{fresh - 1}")
+
+
+async def test_an_idle_model_is_reloaded_when_the_store_lost_its_writes() -> None:
+    """The store loses the last checkpoint of a model that gets no event after (a Redis
+    restart with AOF everysec): the worker notices the store's new epoch, finds the stored
+    version is not the one it wrote, reloads it and learns the lost events again (before:
+    the stored state lacked them until the model's next event)."""
+    now = [0.0]
+    settings = _settings(commit_interval_s=10.0, commit_every=1000)
+    broker = MemoryBroker({TOPIC: 2})
+    store = MemoryStore(worker_id="sim", history_keep=50, seen_keep=100)
+    store.create({"id": "a", "kind": "pa", "dim": 2, "params": {}})
+    log = MemoryLog(broker)
+    worker = Worker(settings, log, store, worker_id="sim", clock=lambda: now[0])
+    await log.start()
+    await log.subscribe(TOPIC, worker.rebalance)
+    await log.rebalance([P0, P1])
+    _produce(broker, [_example("a", f"a{i}", i) for i in range(5)])
+    await _run(worker, log)
+    kept = (store.states["a"], dict(store.seen["a"]), list(store.histories["a"]))
+    _produce(broker, [_example("a", f"a{i}", i) for i in range(5, 9)])
+    await _run(worker, log)
+    assert store.states["a"].counters.applied == 9
+    # the last write is lost, as a restarted Redis loses it
+    store.states["a"], store.seen["a"], store.histories["a"] = kept
+    store.run += 1
+    now[0] += settings.commit_interval_s
+    await take(worker, {}, worker.assignment.generation)  # an empty poll: the store check
+    await _run(worker, log)
+    state = store.states["a"]
+    assert state.counters.applied == 9 and worker.stats.conflicts == 1
+    assert state.counters.ids_sum == ids_sum(f"a{i}" for i in range(9))
+    assert state.stamp == Stamp(0, 8, "a8")

@@ -125,6 +125,12 @@ class SimStore:
             self.node, "store.history_entry", lambda: self.store.history_entry(model, version)
         )
 
+    async def epoch(self) -> str:
+        return await passing(self.node, "store.epoch", self.store.epoch)
+
+    async def heads(self, models: Sequence[str]) -> dict[str, tuple[int, str]]:
+        return await passing(self.node, "store.heads", lambda: self.store.heads(models))
+
     async def history(self, model: str) -> list[HistoryEntry]:
         return await passing(self.node, "store.history", lambda: self.store.history(model))
 

@@ -173,6 +173,7 @@ class World:
         s.histories = {m: list(h) for m, h in history.items()}
         s.seen = {m: dict(v) for m, v in seen.items()}
         s.partition_lists = {key: set(v) for key, v in lists.items()}
+        s.run += 1  # a restarted Redis (or the replica that took over) has a new run_id
 
     # --- workers ------------------------------------------------------------------------------
     async def spawn(self, slot: int) -> None:

@@ -31,6 +31,7 @@ HEARTBEAT_MS = 1_000
 # (500 ms) a worker with one busy partition of four sat idle 60% of the time.
 FETCH_MAX_WAIT_MS = 20
 PROBE_TIMEOUT_MS = 2000
+PROBE_SLICE_MS = 50
 PROBE_ATTEMPTS = 5
 
 
@@ -74,7 +75,11 @@ class KafkaLog:
         )
         producer = AIOKafkaProducer(acks="all", linger_ms=5, **kafka)
         probe = AIOKafkaConsumer(
-            enable_auto_commit=False, group_id=None, auto_offset_reset="none", **kafka
+            enable_auto_commit=False,
+            group_id=None,
+            auto_offset_reset="none",
+            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,  # an empty answer comes back at once
+            **kafka,
         )
         return cls(consumer, producer, probe)
 
@@ -121,22 +126,55 @@ class KafkaLog:
         """Reads the record itself (the probe's auto_offset_reset is "none", so an offset
         past the end raises instead of jumping): the broker's ListOffsets answer is not
         trusted, as tansu reports the last batch's base offset + 1 there."""
+        found = await self._read({tp: offset}, PROBE_ATTEMPTS)
+        return found[tp]
+
+    async def read_many(
+        self, points: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, Record | Probe]:
+        """One probe fetch for every partition at once (a checkpoint's witnesses), given up
+        after one probe timeout: it runs before each checkpoint write, which must not wait
+        out a broker that is down (what it cannot read it leaves unknown)."""
+        return await self._read(points, 1)
+
+    async def _read(
+        self, points: Mapping[TopicPartition, int], attempts: int
+    ) -> dict[TopicPartition, Record | Probe]:
+        """Waits in short slices and looks at each partition's high watermark after every
+        answer: tansu answers a fetch past the end with nothing rather than an error, and
+        waiting out the whole timeout for each void stamp made a restart take minutes."""
+        out: dict[TopicPartition, Record | Probe] = {}
         probe = self.probe
-        probe.assign([tp])
-        for _ in range(PROBE_ATTEMPTS):
-            probe.seek(tp, offset)
-            try:
-                batch = await probe.getmany(tp, timeout_ms=PROBE_TIMEOUT_MS, max_records=1)
-            except OffsetOutOfRangeError:
-                return Probe.PAST_END  # past the end (offsets below the start are the caller's)
-            records = batch.get(tp, [])
-            if records:
-                record: Record = records[0]
-                return record
-            highwater = probe.highwater(tp)
-            if highwater is not None and highwater <= offset:
-                return Probe.PAST_END
-        return Probe.UNREADABLE
+        probe.assign(list(points))
+        for _ in range(attempts):
+            todo = [tp for tp in points if tp not in out]
+            if not todo:
+                break
+            for tp in todo:
+                probe.seek(tp, points[tp])
+            for _ in range(PROBE_TIMEOUT_MS // PROBE_SLICE_MS):
+                try:
+                    batch = await probe.getmany(*todo, timeout_ms=PROBE_SLICE_MS)
+                except OffsetOutOfRangeError as exc:
+                    gone = _out_of_range(exc, todo)
+                    out.update(dict.fromkeys(gone, Probe.PAST_END))
+                    todo = [tp for tp in todo if tp not in gone]
+                    if not todo:
+                        break
+                    continue
+                for tp, records in batch.items():
+                    if records and tp in todo:
+                        out[tp] = records[0]
+                for tp in todo:
+                    highwater = probe.highwater(tp)
+                    if tp not in out and highwater is not None and highwater <= points[tp]:
+                        out[tp] = Probe.PAST_END
+                todo = [tp for tp in todo if tp not in out]
+                if not todo:
+                    break
+        for tp in points:
+            out.setdefault(tp, Probe.UNREADABLE)
+        return out
 
     async def produce(self, topic: str, value: bytes, key: bytes | None) -> Awaitable[Any]:
         delivery: Awaitable[Any] = await self.producer.send(topic, value, key=key)
@@ -150,3 +188,10 @@ class KafkaLog:
 
     async def stop_producer(self) -> None:
         await self.producer.stop()
+
+
+def _out_of_range(exc: OffsetOutOfRangeError, todo: list[TopicPartition]) -> set[TopicPartition]:
+    """The partitions an ``OffsetOutOfRangeError`` names (aiokafka passes ``{tp: offset}``);
+    all of ``todo`` when it names none."""
+    named = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
+    return {tp for tp in todo if tp in named} or set(todo)

@@ -4,7 +4,8 @@ decides every fetch and every rebalance.
 
 Semantics kept from the broker: offsets start at the partition's beginning (records
 below it were deleted, ``MemoryBroker.truncate``); a fresh assignment starts at the group's
-committed offset, else at the beginning (``auto_offset_reset="earliest"``); a rebalance
+committed offset, else at the beginning (``auto_offset_reset="earliest"``, also where a
+fetch position is past the end: the log was cut under the consumer); a rebalance
 revokes every partition then assigns the new set (the eager protocol aiokafka runs);
 seeking or committing a partition that is not assigned fails; the high watermark is known
 once a fetch answered (after the first poll).
@@ -138,6 +139,8 @@ class MemoryLog:
         for tp in sorted(self.assigned):
             if room <= 0:
                 break
+            if self.positions[tp] > self.broker.end(tp):  # out of range (a log cut under
+                self.positions[tp] = self.broker.begin[tp]  # it): auto_offset_reset="earliest"
             records = self.broker.read(tp, self.positions[tp], room)
             if records:
                 batch[tp] = list(records)
@@ -175,6 +178,11 @@ class MemoryLog:
             return Probe.PAST_END  # out of range, as the probe's "none" reset reports it
         records = self.broker.read(tp, offset, 1)
         return records[0] if records else Probe.PAST_END
+
+    async def read_many(
+        self, points: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, Record | Probe]:
+        return {tp: await self.read_at(tp, offset) for tp, offset in points.items()}
 
     async def produce(self, topic: str, value: bytes, key: bytes | None) -> Awaitable[Any]:
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

@@ -4,6 +4,7 @@ writer rewinds (``BACKWARDS``), the history of the last ``history_keep`` version
 their counters and statistics, the seen ids scored by the ``applied`` count and trimmed to
 the newest ``seen_keep`` (dropped above ``unsee_above`` after a rollback), the
 partition-models lists, the worker's counters and the shared dead-letter count.
+The version check includes the write token, as the script's does.
 ``tests/service/test_worker_ports.py`` holds it against the Redis store.
 """
 
@@ -52,6 +53,7 @@ class MemoryStore:
         self.partition_lists: dict[tuple[str, int], set[str]] = {}
         self.workers: dict[str, dict[str, str]] = {}
         self.deadletter_count = 0
+        self.run = 1  # the epoch: a simulation bumps it when the store loses writes
         self.closed = False
 
     # --- what the API does (service/store/registry.py) ------------------------------------
@@ -107,7 +109,8 @@ class MemoryStore:
     def _write(self, w: CheckpointWrite) -> WriteResult:
         cur = self.states.get(w.model)
         version = cur.version if cur is not None else 0
-        if version != w.expected_version:
+        token = cur.token if cur is not None else ""
+        if version != w.expected_version or token != w.expected_token:
             return WriteResult(w.model, CONFLICT, version)
         spec = self.specs.get(w.model)
         if spec is None and w.incarnation:  # deleted
@@ -134,6 +137,7 @@ class MemoryStore:
             worker=self.worker_id,
             updated_at=now,
             barrier=w.barrier,
+            token=w.token,
         )
         self.halted.pop(w.model, None)  # a write clears the note, as the script does
         if self.history_keep > 0:
@@ -151,6 +155,16 @@ class MemoryStore:
             for event_id in self.ordered_seen(w.model)[: -self.seen_keep]:
                 del seen[event_id]
         return WriteResult(w.model, OK, nv)
+
+    async def epoch(self) -> str:
+        return str(self.run)
+
+    async def heads(self, models: Sequence[str]) -> dict[str, tuple[int, str]]:
+        out = {}
+        for m in models:
+            s = self.states.get(m)
+            out[m] = (s.version, s.token) if s is not None else (0, "")
+        return out
 
     async def history_entry(self, model: str, version: int) -> HistoryEntry | None:
         for entry in self.histories.get(model, []):

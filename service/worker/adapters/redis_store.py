@@ -26,6 +26,7 @@ from service.store.checkpoints import (
     WriteResult,
     forget_partition_model,
     partition_models,
+    read_heads,
     read_history,
     read_history_entry,
     read_seen,
@@ -184,19 +185,14 @@ class RedisStore:
             extra=also,
         )
         # A retried pipeline may have applied some writes before the connection broke:
-        # a conflict whose stored stamp and counters are exactly ours is our own write.
+        # a conflict whose stored token is this write's is our own write.
         suspects = [w for w, res in zip(writes, results, strict=True) if res.outcome == CONFLICT]
         if suspects:
             stored = await read_states(r, keys, [w.model for w in suspects])
             fixed = {}
             for w in suspects:
                 s = stored[w.model]
-                if (
-                    s is not None
-                    and s.version == w.expected_version + 1
-                    and s.stamp == w.stamp
-                    and s.counters == w.counters
-                ):
+                if s is not None and w.token and s.token == w.token:
                     fixed[w.model] = s.version
             results = [
                 WriteResult(res.model, OK, fixed[res.model]) if res.model in fixed else res
@@ -218,6 +214,17 @@ class RedisStore:
                 pipe.incrby(count_key, letters)
 
         return queue
+
+    async def epoch(self) -> str:
+        async def run_id() -> str:
+            return str((await self.redis.info("server")).get("run_id", ""))
+
+        return await self.retry.call(run_id, "store epoch")
+
+    async def heads(self, models: Sequence[str]) -> dict[str, tuple[int, str]]:
+        return await self.retry.call(
+            lambda: read_heads(self.redis, self.keys, list(models)), "model heads"
+        )
 
     async def history_entry(self, model: str, version: int) -> HistoryEntry | None:
         return await self.retry.call(
