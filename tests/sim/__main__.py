@@ -11,7 +11,7 @@ from tests.sim.faults import parse
 from tests.sim.run import run_seed, schedule_of, shrink
 
 
-def _violations(args: tuple[int, int, bool, bool]) -> list[tuple[int, list[str]]]:
+def violating_seeds(args: tuple[int, int, bool, bool]) -> list[tuple[int, list[str]]]:
     """The failing seeds of a range."""
     start, stop, truncation, strict = args
     out = []
@@ -70,7 +70,7 @@ def main() -> int:
     ]
     failed: list[tuple[int, list[str]]] = []
     with ProcessPoolExecutor(max_workers=a.jobs) as pool:
-        for found in pool.map(_violations, tasks):
+        for found in pool.map(violating_seeds, tasks):
             failed += found
     elapsed = time.perf_counter() - started
     for seed, violations in failed[:10]:
