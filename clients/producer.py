@@ -13,14 +13,13 @@ Kafka-idempotent (the testbed broker lacks it); correctness relies on the event 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
-import time
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from clients import wire
 from clients._vectors import as_label, as_labels, as_matrix, as_vector
 from clients.errors import ConnectionFailedError
 
@@ -46,7 +45,8 @@ def make_event(
     ts: float | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """One event as docs/design.md's JSON: ``{"model", "id", "x", "y", "ts"}`` plus extra fields.
+    """One example as docs/events.md's JSON (``clients/wire.py``): ``{"model", "id", "x",
+    "y", "ts"}`` plus ``hint`` when given and any extra fields.
 
     Examples
     --------
@@ -59,20 +59,10 @@ def make_event(
     vector = as_vector(x)
     if not all(math.isfinite(v) for v in vector):
         raise ValueError("feature vector contains NaN or inf")
-    event = {
-        "model": model,
-        "id": id or str(uuid.uuid4()),
-        "x": vector,
-        "y": as_label(y),
-        "ts": time.time() if ts is None else float(ts),
-    }
-    event.update(extra)
-    return event
+    return wire.example(model, id or str(uuid.uuid4()), vector, as_label(y), ts=ts, **extra)
 
 
-def encode_event(event: Mapping[str, Any]) -> bytes:
-    """The wire value: compact UTF-8 JSON (NaN/inf refused, as the worker would reject them)."""
-    return json.dumps(event, separators=(",", ":"), allow_nan=False).encode()
+encode_event = wire.encode_value  # kept under its old name: SDK users may import it
 
 
 class EventProducer:
@@ -162,12 +152,9 @@ class EventProducer:
 
     async def send_event(self, event: Mapping[str, Any]) -> asyncio.Future[Any]:
         """Queue one prepared event (see `make_event`); returns the delivery future."""
-        model = str(event["model"])
+        key, value = wire.encode(event)
         return await self._require().send(
-            self.topic,
-            value=encode_event(event),
-            key=model.encode(),
-            partition=self.partitions.get(model),
+            self.topic, value=value, key=key, partition=self.partitions.get(str(event["model"]))
         )
 
     async def send(
