@@ -4,13 +4,13 @@ broker is down, and retried on the next request after a failure."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
+from clients import wire
 from service.config import Settings
 
 logger = logging.getLogger(__name__)
@@ -21,11 +21,6 @@ SEND_TIMEOUT_S = 15.0
 
 class BrokerUnavailable(RuntimeError):
     """Kafka cannot be reached; the API answers 503."""
-
-
-def encode_event(event: dict[str, Any]) -> bytes:
-    # allow_nan=False: NaN must have been rejected before; never put it on the wire.
-    return json.dumps(event, separators=(",", ":"), allow_nan=False).encode()
 
 
 class LazyProducer:
@@ -72,7 +67,10 @@ class LazyProducer:
             async with asyncio.timeout(SEND_TIMEOUT_S):
                 futures = [
                     await producer.send(
-                        topic, value=encode_event(e), key=key.encode(), partition=partition
+                        topic,
+                        value=wire.encode_value(e),
+                        key=wire.encode_key(key),
+                        partition=partition,
                     )
                     for e in events
                 ]

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-import time
 import uuid
 
 import numpy as np
@@ -12,6 +11,7 @@ from fastapi import APIRouter, Query, status
 from starlette.concurrency import run_in_threadpool
 
 import learners
+from clients import wire
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep
 from service.api.errors import NotSupported
 from service.api.routes._common import check_vectors, errors, jsonable
@@ -131,13 +131,7 @@ async def register_block(
     trial = learners.load_state(served.learner.state())
     summary = await run_in_threadpool(trial.register, body.vectors)  # type: ignore[attr-defined]
     event_id = body.id or uuid.uuid4().hex
-    record = {
-        "model": model.id,
-        "id": event_id,
-        "type": "register",
-        "vectors": body.vectors,
-        "ts": time.time(),
-    }
+    record = wire.register(model.id, event_id, body.vectors)
     await producer.send_all(settings.events_topic, model.id, [record], partition=model.home)
     info = (
         {str(k): jsonable(v) for k, v in (summary or {}).items()}

@@ -7,11 +7,11 @@ id, which the worker applies in log order (docs/events.md §4).
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from fastapi import APIRouter, HTTPException, status
 
+from clients import wire
 from service.api.deps import ModelDep, ProducerDep, SettingsDep, StoreDep
 from service.api.errors import NotSupported
 from service.api.routes._common import errors
@@ -80,12 +80,6 @@ async def rollback(
             f"model {model.id!r}: checkpoint version {body.version} predates rollback support"
         )
     event_id = uuid.uuid4().hex
-    record = {
-        "model": model.id,
-        "id": event_id,
-        "type": "rollback",
-        "version": body.version,
-        "ts": time.time(),
-    }
+    record = wire.rollback(model.id, event_id, body.version)
     await producer.send_all(settings.events_topic, model.id, [record], partition=model.home)
     return RollbackAccepted(event_id=event_id, version=body.version)

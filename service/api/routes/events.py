@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
 from fastapi import APIRouter, status
 
+from clients import wire
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep, StoreDep
 from service.api.idempotency import (
     IdempotencyKeyDep,
@@ -28,22 +28,6 @@ def check_label(served: Served, y: Any, where: str) -> None:
         served.learner._check_y(y)  # noqa: SLF001 - the contract's label validation
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
-
-
-def event_record(
-    model: str, event_id: str, x: list[float], y: Any, hint: float | None, ts: float | None
-) -> dict[str, Any]:
-    """One event on the wire (docs/design.md, "Events"); ``hint`` only when given."""
-    rec: dict[str, Any] = {
-        "model": model,
-        "id": event_id,
-        "x": x,
-        "y": y,
-        "ts": ts if ts is not None else time.time(),
-    }
-    if hint is not None:
-        rec["hint"] = hint
-    return rec
 
 
 def assign_id(model: str, idempotency_key: str | None, index: int) -> str:
@@ -86,8 +70,13 @@ async def send_events(
             settings.idempotency_ttl_s,
         )
     records = [
-        event_record(
-            model.id, e.id or assign_id(model.id, idempotency_key, i), e.x, e.y, e.hint, e.ts
+        wire.example(
+            model.id,
+            e.id or assign_id(model.id, idempotency_key, i),
+            e.x,
+            e.y,
+            ts=e.ts,
+            hint=e.hint,
         )
         for i, e in enumerate(body.events)
     ]

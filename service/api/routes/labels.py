@@ -14,24 +14,20 @@ import logging
 from fastapi import APIRouter, HTTPException, status
 from redis.exceptions import RedisError
 
+from clients import wire
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep, StoreDep
 from service.api.idempotency import (
     IdempotencyKeyDep,
     check_reuse,
 )
 from service.api.routes._common import errors
-from service.api.routes.events import check_label, event_record
+from service.api.routes.events import check_label
 from service.api.schemas import LabelRequest, LabelResponse
 from service.api.security import WriteKey
 
 logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/models", tags=["labels"])
-
-
-def label_event_id(prediction_id: str) -> str:
-    """Deterministic, so a label produced twice (retry after a lost ack) is deduped."""
-    return f"label:{prediction_id}"
 
 
 @router.post(
@@ -61,7 +57,7 @@ async def send_label(
             body.model_dump_json(),
             settings.idempotency_ttl_s,
         )
-    event_id = label_event_id(body.prediction_id)
+    event_id = wire.label_id(body.prediction_id)
     y_json = json.dumps(body.y)
     claim = await store.claim_prediction(model.id, body.prediction_id, y_json, idempotency_key)
     if claim is None:
@@ -77,10 +73,9 @@ async def send_label(
     # 'new', or 'pending': claimed by an earlier request whose produce may not have landed
     # (it failed, timed out, or its API died). Produce the claim's label (its y, whichever
     # request sends it); on failure the claim stays pending for the next try.
-    record = event_record(
-        model.id, event_id, claim.x, json.loads(claim.y_json), claim.hint, body.ts
+    record = wire.label(
+        model.id, body.prediction_id, claim.x, json.loads(claim.y_json), ts=body.ts, hint=claim.hint
     )
-    record["prediction_id"] = body.prediction_id
     await producer.send_all(settings.events_topic, model.id, [record], partition=model.home)
     try:
         await store.label_done(model.id, body.prediction_id)
