@@ -10,7 +10,6 @@ it starts over (new event ids), so the counters keep rising.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
@@ -23,6 +22,7 @@ import numpy as np
 from redis.asyncio import Redis
 
 import learners
+from clients import wire
 from learners.codec import decode_state
 from service.config import Settings
 from service.metrics.running import RunningStats
@@ -89,9 +89,8 @@ async def _create_once(
     if stored is None:
         incarnation = uuid.uuid4().hex
         marker = registry.created_marker(MODEL_ID, incarnation)
-        md = await producer.send_and_wait(
-            settings.events_topic, json.dumps(marker).encode(), key=MODEL_ID.encode()
-        )
+        key, value = wire.encode(marker)
+        md = await producer.send_and_wait(settings.events_topic, value, key=key)
         stored = registry.with_origin(spec, incarnation, md.partition, md.offset)
         if await registry.create_spec(redis, keys, stored, topic=settings.events_topic):
             logger.info("created model %s (kind %s)", MODEL_ID, spec["kind"])
@@ -124,19 +123,9 @@ async def run_demo(
         for epoch, t in _schedule(len(y)):
             if stop.is_set():
                 break
-            event = {
-                "model": MODEL_ID,
-                "id": f"demo-{run_id}-{epoch}-{t}",
-                "x": X[t].tolist(),
-                "y": float(y[t]),
-                "ts": time.time(),
-            }
-            await producer.send(
-                settings.events_topic,
-                json.dumps(event).encode(),
-                key=MODEL_ID.encode(),
-                partition=home,
-            )
+            event = wire.example(MODEL_ID, f"demo-{run_id}-{epoch}-{t}", X[t].tolist(), float(y[t]))
+            key, value = wire.encode(event)
+            await producer.send(settings.events_topic, value, key=key, partition=home)
             sent += 1
             now = time.monotonic()
             if report is not None and now - last_report >= REPORT_EVERY_S:
