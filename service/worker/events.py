@@ -1,10 +1,10 @@
 """Event decoding and validation (docs/design.md, "Events").
 
-Wire format (``docs/events.md``): the record key is the model id and the value is the JSON
-object ``{"model": str, "id": str, "x": [float], "y": float|int|bool|null, "ts": float|null,
-"hint": float|null}`` (``ts`` and ``hint`` optional), or the control event
-``{"model", "id", "type": "register", "vectors": [[float]]}`` or
-``{"model", "id", "type": "rollback", "version": int}``. Anything else raises
+The wire format (``docs/events.md``) is written once, in ``clients/wire.py``: producers
+build and encode records there, and this decoder reads its field and type names, so the two
+sides cannot drift (``tests/test_wire.py`` round-trips every shape). The record key is the
+model id; the value is an example ``{"model", "id", "x", "y", "ts"?, "hint"?}`` or a control
+event (``type`` ``register``, ``rollback`` or ``created``). Anything else raises
 :class:`InvalidEvent` whose ``reason`` goes to the dead-letter topic. Checks that need the
 model (dimension, label type) are the learner's, at ``learn`` time.
 """
@@ -18,9 +18,24 @@ from typing import Any, TypeGuard
 
 import orjson
 
+from clients.wire import (
+    CONTROL_TYPES,
+    CREATED,
+    HINT,
+    ID,
+    MAX_ID_LEN,
+    MODEL,
+    REGISTER,
+    ROLLBACK,
+    TS,
+    TYPE,
+    VECTORS,
+    VERSION,
+    X,
+    Y,
+)
 from service.limits import MAX_ABS_VALUE
 
-MAX_ID_LEN = 256
 _BOUND = f'within ±{MAX_ABS_VALUE:g} (docs/events.md, "Values")'
 
 
@@ -41,7 +56,7 @@ class Event:
     y: Any
     ts: float | None = None
     hint: float | None = None
-    type: str = "example"  # "register" (docs/events.md §3), "rollback" (§4) or "created"
+    type: str = "example"  # or a control type of clients.wire (docs/events.md §3-5)
     vectors: list[list[float]] | None = None
     version: int | None = None  # rollback: the checkpoint version to restore
 
@@ -100,7 +115,7 @@ def _optional_number(obj: dict[str, Any], name: str, model: str) -> float | None
         return None
     if not _is_number(v) or not math.isfinite(v):
         raise InvalidEvent(f"'{name}' must be a finite number or null, got {v!r}", model)
-    if name == "hint" and not _bounded_label(v):
+    if name == HINT and not _bounded_label(v):
         raise InvalidEvent(f"'hint' must be {_BOUND}", model)
     return float(v)
 
@@ -129,33 +144,33 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
         raise InvalidEvent(f"value is not valid JSON: {exc}") from None
     if type(obj) is not dict:
         raise InvalidEvent(f"event must be a JSON object, got {type(obj).__name__}")
-    model = obj.get("model")
+    model = obj.get(MODEL)
     if not isinstance(model, str) or not model:
         raise InvalidEvent("'model' must be a non-empty string")
-    if key is None or key != model.encode():
+    if key is None or key != model.encode():  # clients.wire.encode_key, inlined (hot path)
         shown = key.decode(errors="replace") if key is not None else None
         raise InvalidEvent(
             f"record key {shown!r} must be the model id {model!r} (one partition per model)",
             model,
         )
-    event_id = obj.get("id")
+    event_id = obj.get(ID)
     if not isinstance(event_id, str) or not event_id or len(event_id) > MAX_ID_LEN:
         raise InvalidEvent(f"'id' must be a non-empty string of at most {MAX_ID_LEN} chars", model)
     if not event_id.isascii() and not _utf8(event_id):  # isascii: O(1), the fast path
         raise InvalidEvent("'id' must be valid Unicode text (no lone surrogate)", model)
-    kind = obj.get("type")
-    if kind == "rollback":
-        version = obj.get("version")
+    kind = obj.get(TYPE)
+    if kind == ROLLBACK:
+        version = obj.get(VERSION)
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise InvalidEvent(f"'version' must be an integer >= 1, got {version!r}", model)
-        ts = _optional_number(obj, "ts", model)
-        return Event(model, event_id, [], None, ts=ts, type="rollback", version=version)
-    if kind == "created":  # a model's creation marker (docs/design.md, "Events")
-        return Event(model, event_id, [], None, type="created")
+        ts = _optional_number(obj, TS, model)
+        return Event(model, event_id, [], None, ts=ts, type=ROLLBACK, version=version)
+    if kind == CREATED:  # a model's creation marker (docs/design.md, "Events")
+        return Event(model, event_id, [], None, type=CREATED)
     if kind is not None:
-        if kind != "register":
+        if kind != REGISTER:
             raise InvalidEvent(
-                f"unknown event type {kind!r} (known: 'register', 'rollback', 'created')",
+                f"unknown event type {kind!r} (known: {', '.join(map(repr, CONTROL_TYPES))})",
                 model,
             )
         return Event(
@@ -163,32 +178,32 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
             id=event_id,
             x=[],
             y=None,
-            ts=_optional_number(obj, "ts", model),
-            type="register",
-            vectors=_vectors(obj.get("vectors"), model),
+            ts=_optional_number(obj, TS, model),
+            type=REGISTER,
+            vectors=_vectors(obj.get(VECTORS), model),
         )
-    x = obj.get("x")
+    x = obj.get(X)
     if not _numbers(x):
         raise InvalidEvent("'x' must be a non-empty list of numbers", model)
     if not _all_finite(x):
         raise InvalidEvent("'x' must contain only finite numbers (no NaN or inf)", model)
     if not _bounded(x):
         raise InvalidEvent(f"'x' values must be {_BOUND}", model)
-    y = obj.get("y")
+    y = obj.get(Y)
     if y is not None and type(y) not in _LABEL_TYPES:
         raise InvalidEvent(f"'y' must be a number, a boolean or null, got {y!r}", model)
     if not _bounded_label(y):
         raise InvalidEvent(f"'y' must be {_BOUND}", model)
     # the hot path: plain lookups first, the checking call only for fields that are there
-    ts = obj.get("ts")
-    hint = obj.get("hint")
+    ts = obj.get(TS)
+    hint = obj.get(HINT)
     return Event(
         model,
         event_id,
         x,
         y,
-        None if ts is None else _optional_number(obj, "ts", model),
-        None if hint is None else _optional_number(obj, "hint", model),
+        None if ts is None else _optional_number(obj, TS, model),
+        None if hint is None else _optional_number(obj, HINT, model),
     )
 
 
@@ -209,17 +224,7 @@ def raw_event_id(value: bytes | None) -> str:
         obj = _loads(value) if value is not None else None
     except (ValueError, RecursionError, OverflowError):  # JSON and Unicode errors too
         return ""
-    event_id = obj.get("id") if isinstance(obj, dict) else None
+    event_id = obj.get(ID) if isinstance(obj, dict) else None
     if not isinstance(event_id, str) or not (event_id.isascii() or _utf8(event_id)):
         return ""  # a stamp's event id is stored in Redis: it must encode
     return event_id
-
-
-def encode_event(event: Event) -> tuple[bytes, bytes]:
-    """(key, value) for producing an event; the inverse of :func:`decode_event`."""
-    body: dict[str, Any] = {"model": event.model, "id": event.id, "x": event.x, "y": event.y}
-    if event.ts is not None:
-        body["ts"] = event.ts
-    if event.hint is not None:
-        body["hint"] = event.hint
-    return event.model.encode(), json.dumps(body, separators=(",", ":")).encode()

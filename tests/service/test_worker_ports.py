@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from clients import wire
 from service.config import Settings
 from service.store.checkpoints import (
     BACKWARDS,
@@ -29,7 +30,6 @@ from service.worker.adapters.memory_log import MemoryBroker, MemoryLog
 from service.worker.adapters.memory_store import MemoryStore
 from service.worker.adapters.redis_store import RedisStore, StopAwareRetry
 from service.worker.assignment import Assignment
-from service.worker.events import Event, encode_event
 from service.worker.loop import Worker, take
 from service.worker.metrics import WorkerStats
 from service.worker.ports import CommitFailed, Probe, StoreUnavailable, TopicPartition
@@ -319,7 +319,7 @@ def _settings(**kw: Any) -> Settings:
 
 
 def _example(model: str, event_id: str, i: int) -> tuple[bytes, bytes]:
-    return encode_event(Event(model, event_id, [1.0, float(i % 5)], float(i % 3)))
+    return wire.encode(wire.example(model, event_id, [1.0, float(i % 5)], float(i % 3), ts=0.0))
 
 
 def _produce(broker: MemoryBroker, events: list[tuple[bytes, bytes]]) -> None:

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from clients import wire
 from service.store.checkpoints import Stamp, id_hash
-from service.worker.events import InvalidEvent, decode_event, encode_event, raw_event_id
+from service.worker.events import InvalidEvent, decode_event, raw_event_id
 from service.worker.faults import Faults
 from service.worker.models import APPLIED, DUPLICATE, REJECTED, SKIPPED, ModelRuntime
 
@@ -21,7 +22,7 @@ def _raw(**fields: object) -> bytes:
 def test_decode_valid_event_and_roundtrip() -> None:
     ev = decode_event(b"m", _raw(hint=0.25, ts=3.0))
     assert (ev.model, ev.id, ev.x, ev.y, ev.hint, ev.ts) == ("m", "e1", [1.0, 2.0], 0.5, 0.25, 3.0)
-    key, value = encode_event(ev)
+    key, value = wire.encode(wire.example(ev.model, ev.id, ev.x, ev.y, ts=ev.ts, hint=ev.hint))
     assert decode_event(key, value) == ev
     assert decode_event(b"m", _raw(y=None)).y is None  # unlabelled
     assert decode_event(b"m", _raw(y=True)).y is True
