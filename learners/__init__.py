@@ -14,7 +14,7 @@ import pkgutil
 from learners.base import REGISTRY, BatchInterrupted, Learner, Prediction, StateSize, StepReport
 from learners.codec import decode_state, encode_state
 
-_INFRA = {"base", "codec", "checks", "functional"}
+_INFRA = {"base", "codec", "checks"}
 
 
 def _import_all() -> None:
