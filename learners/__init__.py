@@ -3,7 +3,9 @@
 ``REGISTRY`` maps each learner's ``kind`` to its class; every learner is built as
 ``REGISTRY[kind](dim, **params)``. Every public module of this package (and of its
 subpackages) is imported here, so a new algorithm registers itself by defining a
-``Learner`` subclass with a ``kind``.
+``Learner`` subclass with a ``kind``. Not imported: private (``_``) and test modules, the
+infrastructure below, and a family's ``offline`` subpackage (references for tests and
+reproductions, e.g. ``learners/transductive/offline/``), which the service never needs.
 """
 
 from __future__ import annotations
@@ -14,15 +16,20 @@ import pkgutil
 from learners.base import REGISTRY, BatchInterrupted, Learner, Prediction, StateSize, StepReport
 from learners.codec import decode_state, encode_state
 
-_INFRA = {"base", "codec", "checks", "functional"}
+_INFRA = {"base", "codec", "checks"}
+#: a family's subpackage of offline references: neither it nor anything in it is imported.
+_OFFLINE = "offline"
 
 
-def _import_all() -> None:
-    for info in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
+def _import_all(path: list[str] = __path__, prefix: str = f"{__name__}.") -> None:
+    # pkgutil.walk_packages would import every subpackage to walk it, ``offline`` included.
+    for info in pkgutil.iter_modules(path, prefix):
         leaf = info.name.rsplit(".", 1)[-1]
-        if leaf.startswith("_") or leaf in _INFRA or leaf.startswith("test"):
+        if leaf.startswith(("_", "test")) or leaf in _INFRA or leaf == _OFFLINE:
             continue
-        importlib.import_module(info.name)
+        module = importlib.import_module(info.name)
+        if info.ispkg:
+            _import_all(list(module.__path__), f"{info.name}.")
 
 
 _import_all()

@@ -25,6 +25,33 @@ def test_importing_learners_pulls_in_no_service_dependency() -> None:
     assert int(out.stdout.strip()) >= 1
 
 
+def _offline_modules() -> list[str]:
+    """Every module of a family's ``offline`` subpackage (``learners/*/offline/``)."""
+    found = []
+    for path in (ROOT / "learners").rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if "offline" in parts:
+            found.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return sorted(found)
+
+
+def test_importing_learners_loads_no_offline_reference() -> None:
+    """Offline references (tests and reproductions only) stay out of the service's imports."""
+    offline = _offline_modules()
+    assert "learners.transductive.offline.slab_1d" in offline, offline
+    code = (
+        "import sys, learners\n"
+        f"loaded = [m for m in {offline!r} if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+        "print(len(learners.REGISTRY))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.strip()) >= 1
+
+
 def _imported_roots(path: pathlib.Path) -> set[str]:
     tree = ast.parse(path.read_text())
     roots: set[str] = set()

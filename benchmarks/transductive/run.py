@@ -28,17 +28,17 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from learners.transductive import TransductiveRegressor  # noqa: E402
-from learners.transductive_core import (  # noqa: E402
+from learners.transductive.offline.closed_form import (  # noqa: E402
     forward_predictions,
     hindsight_loss,
     o2b_predict,
 )
-from learners.transductive_slab import (  # noqa: E402
+from learners.transductive.offline.slab_1d import (  # noqa: E402
     bayes_mixture_1d,
     slab_logistic_1d,
     tg_logistic_1d,
 )
+from learners.transductive.regressor import TransductiveRegressor  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "transductive"
 VAW_LAMS = (1e-4, 1e-2, 1.0, 1e2)

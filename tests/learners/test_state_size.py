@@ -29,7 +29,7 @@ import pytest
 from learners import REGISTRY, Learner, StateSize, build, state_size
 from learners.checks import DIM
 from learners.dvaw_ensemble import expert_grid, grid_size
-from learners.transductive_block import BlockMixin
+from learners.transductive.block import BlockMixin
 
 DIMS = (1, 3, DIM, 17, 64)  # DIM: the configurations with per-feature lists fit only there
 N = 30  # events streamed

@@ -11,14 +11,14 @@ import pytest
 
 from learners.base import Learner
 from learners.codec import decode_state, encode_state
-from learners.transductive import TransductiveRegressor
-from learners.transductive_core import (
+from learners.transductive.offline.closed_form import (
     forward_predictions,
     hindsight_loss,
     o2b_predict,
     theorem1_bound,
     transductive_regulariser,
 )
+from learners.transductive.regressor import TransductiveRegressor
 
 D, T = 4, 400
 SCALES = np.array([1.0, 1.0, 1e2, 10.0])

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from learners.transductive_logistic import TransductiveLogistic
-from learners.transductive_slab import tg_logistic_1d
+from learners.transductive.logistic import TransductiveLogistic
+from learners.transductive.offline.slab_1d import tg_logistic_1d
 
 
 def e3_logit5(T: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

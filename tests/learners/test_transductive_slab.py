@@ -7,9 +7,9 @@ import math
 import numpy as np
 from scipy.optimize import linprog, minimize, minimize_scalar
 
-from learners.transductive_slab import (
+from learners.transductive.logistic import log_sigmoid
+from learners.transductive.offline.slab_1d import (
     bayes_mixture_1d,
-    log_sigmoid,
     quadrature_grid,
     rms,
     slab_experts_1d,

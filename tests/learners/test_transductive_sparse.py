@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from learners.transductive import TransductiveRegressor
-from learners.transductive_core import forward_predictions
-from learners.transductive_sparse import (
-    column_scales,
-    gibbs_predict,
+from learners.transductive.offline.closed_form import forward_predictions
+from learners.transductive.offline.sparse_approximations import (
     importance_predict,
     laplace_predict,
-    sample_prior,
 )
+from learners.transductive.regressor import TransductiveRegressor
+from learners.transductive.sparse_prior import column_scales, gibbs_predict, sample_prior
 
 D = 4
 SCALES = np.array([1.0, 1.0, 1e2, 10.0])
@@ -108,7 +106,7 @@ def test_no_data_prediction_is_zero_and_learner_matches_sampler() -> None:
 
 
 def test_item18_mala_on_the_gaussian_posterior_of_algorithm_a() -> None:
-    from learners.transductive_mala import batch_means_stderr, mala
+    from learners.transductive.mala import batch_means_stderr, mala
 
     X, y = fixture(T=60)
     Y, eta, t = 1.0, 0.5, 40

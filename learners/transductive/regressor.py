@@ -21,9 +21,9 @@ import numpy as np
 
 from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options
 from learners.base import Learner, Prediction, StateSize, StepReport
-from learners.transductive_block import BlockMixin
-from learners.transductive_core import whitening
-from learners.transductive_sparse import column_scales, gibbs_predict
+from learners.transductive.block import BlockMixin
+from learners.transductive.sparse_prior import column_scales, gibbs_predict
+from learners.transductive.whitening import whitening
 
 _POS = Interval(0.0, math.inf, closed="neither")
 _FALLBACK_HINT = "; configure fallback='vaw' to answer anyway"

@@ -7,7 +7,7 @@ exp(-(lam/2) sum_{x in X} (theta.x)^2) (Definition 11). Its regret is at most
 x -> A x, and the posterior is strictly log-concave, so it is sampled by MALA (§6.4).
 
 The slab-expert aggregate of Algorithm 1 (Theorem 13) is exponential in d (§13.7); it is
-available offline, exactly, for d = 1 in :mod:`learners.transductive_slab`.
+available offline, exactly, for d = 1 in :mod:`learners.transductive.offline.slab_1d`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,14 @@ import numpy as np
 from learners._classifier import BinaryClassifier
 from learners._constraints import Constraint, Interval, NoneOr
 from learners.base import StateSize
-from learners.transductive_block import BlockMixin, row_key
-from learners.transductive_core import whitening
-from learners.transductive_mala import mala
-from learners.transductive_slab import log_sigmoid
+from learners.transductive.block import BlockMixin, row_key
+from learners.transductive.mala import mala
+from learners.transductive.whitening import whitening
+
+
+def log_sigmoid(z: np.ndarray) -> np.ndarray:
+    """log sigma(z) = -log(1 + e^-z), stable for any z."""
+    return -np.logaddexp(0.0, -z)
 
 
 class TransductiveLogistic(BlockMixin, BinaryClassifier):

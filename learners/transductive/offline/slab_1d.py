@@ -10,6 +10,8 @@ the grid +-10^linspace(-5, 7, 6001)/rms(x) and {0}), vectorised over the experts
 slab methods are exponential in d (§13.7) and sized for offline / low-QPS use; this module
 covers d = 1, where the spec gives an exact, practical implementation. The functions take
 whole sequences (the design x is known in advance: that is the transductive setting).
+Offline only: the tests and the reproduction (``benchmarks/transductive/run.py``) use it, no
+registered learner does, so the service never imports it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from learners.transductive.logistic import log_sigmoid
 
 
 def quadrature_grid(
@@ -35,11 +39,6 @@ def quadrature_grid(
 def rms(x: np.ndarray) -> float:
     x = np.asarray(x, dtype=np.float64)
     return float(np.sqrt(np.mean(x * x)))
-
-
-def log_sigmoid(z: np.ndarray) -> np.ndarray:
-    """log sigma(z) = -log(1 + e^-z), stable for any z."""
-    return -np.logaddexp(0.0, -z)
 
 
 def _predictive(lp: np.ndarray, theta: np.ndarray, xt: float) -> np.ndarray:
