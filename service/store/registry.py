@@ -31,6 +31,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from clients import wire
 from service.store.keys import Keys
 
 
@@ -46,9 +47,9 @@ def home_partition(spec: dict[str, Any]) -> int | None:
 
 
 def created_marker(model: str, incarnation: str) -> dict[str, str]:
-    """The control event that starts a model's lineage in the log (docs/events.md §5):
-    a worker never applies the model's events at or before it."""
-    return {"model": model, "id": f"created:{incarnation}", "type": "created"}
+    """The control event that starts a model's lineage in the log (docs/events.md §5;
+    built by ``clients/wire.py``): a worker never applies the model's events at or before it."""
+    return wire.created(model, incarnation)
 
 
 def with_origin(
