@@ -18,28 +18,9 @@ import time
 from collections.abc import Callable
 
 from service.worker.assignment import Assignment
-from service.worker.ports import Log, TopicPartition
+from service.worker.ports import FetchedAt, Log, TopicPartition
 
 logger = logging.getLogger(__name__)
-
-FetchedAt = Callable[[TopicPartition], float | None]  # wall-clock s of the last fetch answer
-
-
-def kafka_fetched_at(log: object) -> FetchedAt | None:
-    """When ``log`` is the aiokafka adapter, its consumer's last fetch answer per partition."""
-    consumer = getattr(log, "consumer", None)
-    stamp = getattr(consumer, "last_poll_timestamp", None)
-    if stamp is None:
-        return None
-
-    def fetched_at(tp: TopicPartition) -> float | None:
-        try:
-            ms = stamp(tp)
-        except AssertionError:  # revoked in between: no answer for it
-            return None
-        return None if ms is None else ms / 1000.0
-
-    return fetched_at
 
 
 class Drain:

@@ -27,7 +27,7 @@ from service.worker.assignment import Assignment
 from service.worker.audit import Audit
 from service.worker.checkpoint import Checkpoint
 from service.worker.deadletter import DeadLetters
-from service.worker.drain import Drain, kafka_fetched_at
+from service.worker.drain import Drain
 from service.worker.events import Event, InvalidEvent, decode_event, raw_event_id
 from service.worker.faults import Faults
 from service.worker.metrics import WorkerMetrics, WorkerStats
@@ -453,7 +453,7 @@ async def drain(
     """Learn on until every owned partition is learned to its end (``drain.Drain``), for at
     most ``seconds`` or until ``hurry`` is set; whether it got there. The caller then
     writes the final checkpoint as for any stop."""
-    done = Drain(w.log, w.assignment, w.settings.events_topic, fetched_at=kafka_fetched_at(w.log))
+    done = Drain(w.log, w.assignment, w.settings.events_topic, fetched_at=w.log.fetch_clock())
     end = w.clock() + seconds
     behind: dict[int, int | None] = {}
     while not hurry.is_set() and (left := end - w.clock()) > 0:

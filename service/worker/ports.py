@@ -8,7 +8,7 @@ in-memory ones (same semantics, no I/O) for deterministic tests and simulations.
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -20,6 +20,7 @@ from service.store.checkpoints import CheckpointWrite, HistoryEntry, StoredState
 __all__ = [
     "Batch",
     "CommitFailed",
+    "FetchedAt",
     "Log",
     "ModelStore",
     "Probe",
@@ -48,6 +49,7 @@ class Record(Protocol):
 
 
 Batch = Mapping[TopicPartition, Sequence[Record]]
+FetchedAt = Callable[[TopicPartition], float | None]  # wall-clock s of the last fetch answer
 
 
 class Probe(enum.Enum):
@@ -107,6 +109,11 @@ class Log(Protocol):
 
     def highwater(self, tp: TopicPartition) -> int | None:
         """The end of ``tp`` as of the last fetch (None before the first)."""
+
+    def fetch_clock(self) -> FetchedAt | None:
+        """When each partition's last fetch answer came (wall-clock s; None for a
+        partition with none yet), so a drain knows which ``highwater`` is recent; None
+        when fetches are answered at once (in memory)."""
 
     async def read_at(self, tp: TopicPartition, offset: int) -> Record | Probe:
         """The first record at or after ``offset``, read outside the group."""

@@ -14,6 +14,7 @@ from service.config import Settings
 from service.worker.ports import (
     Batch,
     CommitFailed,
+    FetchedAt,
     Probe,
     RebalanceHandler,
     Record,
@@ -121,6 +122,16 @@ class KafkaLog:
     def highwater(self, tp: TopicPartition) -> int | None:
         highwater: int | None = self.consumer.highwater(tp)
         return highwater
+
+    def fetch_clock(self) -> FetchedAt:
+        def fetched_at(tp: TopicPartition) -> float | None:
+            try:
+                ms = self.consumer.last_poll_timestamp(tp)
+            except AssertionError:  # revoked in between: no answer for it
+                return None
+            return None if ms is None else ms / 1000.0
+
+        return fetched_at
 
     async def read_at(self, tp: TopicPartition, offset: int) -> Record | Probe:
         """Reads the record itself (the probe's auto_offset_reset is "none", so an offset

@@ -173,6 +173,9 @@ class MemoryLog:
     def highwater(self, tp: TopicPartition) -> int | None:
         return self.broker.end(tp) if tp in self.fetched else None
 
+    def fetch_clock(self) -> None:
+        return None  # a fetch is answered at once: its highwater is the end now
+
     async def read_at(self, tp: TopicPartition, offset: int) -> Record | Probe:
         if offset < self.broker.begin[tp]:
             return Probe.PAST_END  # out of range, as the probe's "none" reset reports it
