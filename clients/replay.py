@@ -3,8 +3,8 @@
 The stream goes through Kafka (the events topic, keyed by model id) or through the API's
 events endpoint. Every event gets a fresh uuid4 id, so the workers apply each exactly once.
 After the last send, the command polls the model's processed-event counter (applied +
-duplicate + rejected, from ``GET /v1/models/{id}``, else ``/metrics``) until it has grown by
-the number of events sent, then prints the model's figures from ``/metrics``.
+duplicate + rejected, from ``GET /v1/models/{id}``) until it has grown by the number of
+events sent, then prints the model's figures (``/v1/dashboard/data``, `Client.model_metrics`).
 """
 
 from __future__ import annotations
@@ -293,6 +293,6 @@ def replay(
 
 def _summary(api: Client, model: str) -> dict[str, Any]:
     summary = api.model_metrics(model)
-    if summary.get("events") is None:  # /metrics without per-model counters: use the API's
+    if summary.get("events") is None:  # a model the feed does not list yet: use the API's
         summary["events"] = api.get_model(model).applied
     return summary
