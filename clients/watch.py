@@ -14,15 +14,11 @@ from rich.text import Text
 
 from clients import metrics as _metrics
 from clients._cliutil import (
-    DEFAULT_URL,
-    ApiKey,
-    ApiUrl,
-    JsonOut,
-    Timeout,
-    _client,
+    ClientOptions,
     _finite,
     _fmt,
     _print_json,
+    client_command,
     handle_errors,
     out,
 )
@@ -107,24 +103,22 @@ def render(snap: dict[str, Any], rate: float | None) -> Group:
 
 
 @handle_errors
+@client_command
 def watch(
     model: Annotated[str, typer.Argument(help="Model id.")],
     interval: Annotated[
         float, typer.Option("--interval", "-i", min=0.1, help="Seconds between refreshes.")
     ] = 2.0,
     once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
-    api_url: ApiUrl = DEFAULT_URL,
-    api_key: ApiKey = None,
-    timeout: Timeout = 20.0,
-    as_json: JsonOut = False,
+    opts: ClientOptions = ClientOptions(),
 ) -> None:
     """Live view of loss, regret, tracking error and the learner's diagnostics (Ctrl-C quits).
 
     With --json (or --once) one snapshot is printed and the command exits.
     """
-    with _client(api_url, api_key, timeout) as api:
+    with opts.client() as api:
         snap = snapshot(api, model)
-        if as_json:
+        if opts.as_json:
             _print_json(snap)
             return
         if once:
