@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import math
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 
 from clients.errors import OnlinePredictError
+
+if TYPE_CHECKING:
+    from clients.http import Client
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,10 +49,52 @@ class UserError(Exception):
     """A request that cannot be carried out; printed on stderr, exit code 1."""
 
 
-def _client(api_url: str, api_key: str | None, timeout: float = 20.0) -> Any:
-    from clients.http import Client
+@dataclass(frozen=True)
+class ClientOptions:
+    """The options every client command takes: where the API is, its key, the time per
+    request, JSON output. Declared once, by `client_command`."""
 
-    return Client(api_url, api_key=api_key or "", timeout=timeout)
+    api_url: str = DEFAULT_URL
+    api_key: str | None = None
+    timeout: float = 20.0
+    as_json: bool = False
+
+    def client(self) -> Client:
+        from clients.http import Client  # not at import: `--help` stays fast
+
+        return Client(self.api_url, api_key=self.api_key or "", timeout=self.timeout)
+
+
+_SHARED = tuple(
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=option)
+    for name, default, option in (
+        ("api_url", DEFAULT_URL, ApiUrl),
+        ("api_key", None, ApiKey),
+        ("timeout", 20.0, Timeout),
+        ("as_json", False, JsonOut),
+    )
+)
+
+
+def client_command(fn: F) -> F:
+    """Give a command the shared options ``--api-url``, ``--api-key``, ``--timeout`` and
+    ``--json``, declared here once: the command takes ``opts: ClientOptions``, and typer,
+    which reads the command's signature, sees the four options in its place.
+
+    The options stay on each command (``onlinepredict models list --api-url URL``), as
+    before: an app callback would move them before the command name, and the commands
+    ``predict``, ``replay`` and ``watch`` hang on the root app of ``service/cli.py``.
+    """
+    signature = inspect.signature(fn, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.name != "opts"]
+
+    @functools.wraps(fn)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        shared = {p.name: kwargs.pop(p.name, p.default) for p in _SHARED}
+        return fn(*args, opts=ClientOptions(**shared), **kwargs)
+
+    command.__signature__ = signature.replace(parameters=[*own, *_SHARED])  # type: ignore[attr-defined]
+    return command  # type: ignore[return-value]
 
 
 def handle_errors(fn: F) -> F:

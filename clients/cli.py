@@ -20,16 +20,12 @@ import typer
 from rich.table import Table
 
 from clients._cliutil import (
-    DEFAULT_URL,
-    ApiKey,
-    ApiUrl,
-    JsonOut,
-    Timeout,
+    ClientOptions,
     UserError,
-    _client,
     _finite,
     _fmt,
     _print_json,
+    client_command,
     handle_errors,
     out,
     parse_param,
@@ -55,6 +51,7 @@ def load_spec_file(path: str) -> dict[str, Any]:
 
 @models_app.command("create")
 @handle_errors
+@client_command
 def models_create(
     model: Annotated[str | None, typer.Argument(help="Model id (or 'id' in the file).")] = None,
     kind: Annotated[str | None, typer.Option("--kind", "-k", help="Learner kind.")] = None,
@@ -65,10 +62,7 @@ def models_create(
     file: Annotated[
         str | None, typer.Option("--file", "-f", help="Spec as JSON/YAML file ('-': stdin).")
     ] = None,
-    api_url: ApiUrl = DEFAULT_URL,
-    api_key: ApiKey = None,
-    timeout: Timeout = 20.0,
-    as_json: JsonOut = False,
+    opts: ClientOptions = ClientOptions(),
 ) -> None:
     """Create a model from flags or a JSON/YAML spec file (flags override the file)."""
     spec = load_spec_file(file) if file else {}
@@ -80,11 +74,11 @@ def models_create(
     missing = [n for n, v in (("model id", model), ("--kind", kind), ("--dim", dim)) if not v]
     if missing:
         raise typer.BadParameter(f"missing {', '.join(missing)} (flags or --file)")
-    with _client(api_url, api_key, timeout) as api:
+    with opts.client() as api:
         info = api.create_model(
             str(model), str(kind), int(dim or 0), params, assets=spec.get("assets")
         )
-    if as_json:
+    if opts.as_json:
         _print_json(info)
     else:
         out.print(f"created model [bold]{info.id}[/bold] ({info.kind}, dim {info.dim})")
@@ -92,16 +86,14 @@ def models_create(
 
 @models_app.command("list")
 @handle_errors
+@client_command
 def models_list(
-    api_url: ApiUrl = DEFAULT_URL,
-    api_key: ApiKey = None,
-    timeout: Timeout = 20.0,
-    as_json: JsonOut = False,
+    opts: ClientOptions = ClientOptions(),
 ) -> None:
     """List every model."""
-    with _client(api_url, api_key, timeout) as api:
+    with opts.client() as api:
         models = api.list_models()
-    if as_json:
+    if opts.as_json:
         _print_json(list(models))
         return
     table = Table("id", "kind", "dim", "task", "version", "applied", "last update")
@@ -115,18 +107,16 @@ def models_list(
 
 @models_app.command("show")
 @handle_errors
+@client_command
 def models_show(
     model: Annotated[str, typer.Argument(help="Model id.")],
-    api_url: ApiUrl = DEFAULT_URL,
-    api_key: ApiKey = None,
-    timeout: Timeout = 20.0,
-    as_json: JsonOut = False,
+    opts: ClientOptions = ClientOptions(),
 ) -> None:
     """Show a model's spec, serving version, event counts and headline metrics."""
-    with _client(api_url, api_key, timeout) as api:
+    with opts.client() as api:
         info = api.get_model(model)
         summary = _finite(api.model_metrics(model))
-    if as_json:
+    if opts.as_json:
         _print_json({"model": info, "metrics": summary})
         return
     table = Table(show_header=False, box=None)
@@ -167,19 +157,17 @@ def _confirm(yes: bool, question: str) -> None:
 
 @models_app.command("delete")
 @handle_errors
+@client_command
 def models_delete(
     model: Annotated[str, typer.Argument(help="Model id.")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    api_url: ApiUrl = DEFAULT_URL,
-    api_key: ApiKey = None,
-    timeout: Timeout = 20.0,
-    as_json: JsonOut = False,
+    opts: ClientOptions = ClientOptions(),
 ) -> None:
     """Delete a model and its checkpoints."""
     _confirm(yes, f"Delete model {model!r} and its checkpoints?")
-    with _client(api_url, api_key, timeout) as api:
+    with opts.client() as api:
         api.delete_model(model)
-    if as_json:
+    if opts.as_json:
         _print_json({"deleted": model})
     else:
         out.print(f"deleted model [bold]{model}[/bold]")
@@ -212,16 +200,14 @@ def parse_vector(text: str) -> list[float]:
 
 
 @handle_errors
+@client_command
 def predict(
     model: Annotated[str, typer.Argument(help="Model id.")],
     values: Annotated[
         list[str] | None,
         typer.Argument(help="Vector components; none: read one vector per line from stdin."),
     ] = None,
-    api_url: ApiUrl = DEFAULT_URL,
-    api_key: ApiKey = None,
-    timeout: Timeout = 20.0,
-    as_json: JsonOut = False,
+    opts: ClientOptions = ClientOptions(),
 ) -> None:
     """Predict for a vector given as arguments, or for each vector (line) on stdin."""
     if values:
@@ -232,14 +218,14 @@ def predict(
         rows = [parse_vector(line) for line in sys.stdin if line.strip()]
         if not rows:
             raise UserError("no vector on stdin")
-    with _client(api_url, api_key, timeout) as api:
+    with opts.client() as api:
         if len(rows) == 1:
             preds = [api.predict(model, rows[0])]
             version = preds[0].model_version
         else:
             resp = api.predict_batch(model, rows)
             preds, version = resp.predictions, resp.model_version
-    if as_json:
+    if opts.as_json:
         _print_json(
             {
                 "predictions": [
@@ -260,17 +246,15 @@ checkpoint_app = typer.Typer(help="List a model's kept checkpoints; roll back to
 
 @checkpoint_app.command("list")
 @handle_errors
+@client_command
 def checkpoint_list(
     model: Annotated[str, typer.Argument(help="Model id.")],
-    api_url: ApiUrl = DEFAULT_URL,
-    api_key: ApiKey = None,
-    timeout: Timeout = 20.0,
-    as_json: JsonOut = False,
+    opts: ClientOptions = ClientOptions(),
 ) -> None:
     """The model's last K checkpoints (K = ONLINEPREDICT_HISTORY_KEEP on the workers)."""
-    with _client(api_url, api_key, timeout) as api:
+    with opts.client() as api:
         checkpoints = api.checkpoints(model)
-    if as_json:
+    if opts.as_json:
         _print_json(checkpoints)
         return
     table = Table("version", "partition", "offset", "applied", "time")
@@ -282,20 +266,18 @@ def checkpoint_list(
 
 @checkpoint_app.command("rollback")
 @handle_errors
+@client_command
 def checkpoint_rollback(
     model: Annotated[str, typer.Argument(help="Model id.")],
     version: Annotated[int, typer.Argument(help="Checkpoint version to restore.", min=0)],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    api_url: ApiUrl = DEFAULT_URL,
-    api_key: ApiKey = None,
-    timeout: Timeout = 20.0,
-    as_json: JsonOut = False,
+    opts: ClientOptions = ClientOptions(),
 ) -> None:
     """Restore an older checkpoint and its offset; the worker re-learns from there."""
     _confirm(yes, f"Roll model {model!r} back to version {version}?")
-    with _client(api_url, api_key, timeout) as api:
+    with opts.client() as api:
         result = api.rollback(model, version)
-    if as_json:
+    if opts.as_json:
         _print_json(result or {"model": model, "version": version})
     else:
         out.print(f"model [bold]{model}[/bold] rolled back to version {version}")

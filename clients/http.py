@@ -1,22 +1,30 @@
 """HTTP clients of the onlinepredict API: ``Client`` (sync) and ``AsyncClient`` (asyncio).
 
-Both have the same methods (the async ones are awaited). Every endpoint of docs/design.md's
-"HTTP API" is covered. Idempotent calls (reads, predict, and event/label posts whose event
-ids the SDK fixes before the first try, sent with one ``Idempotency-Key`` for all tries)
-are retried with exponential backoff on ``503`` and on connection errors; model creation
-and rollback are never retried.
+One implementation, two faces. Every operation is written once, in `_Ops`, as a generator
+that yields what it needs done (a `_Call` to send, a `_Sleep` to wait) and receives the
+answer: building requests, parsing answers, retries, backoff and polling live there and do
+no I/O. ``Client`` drives those generators with ``httpx.Client`` and ``time.sleep``,
+``AsyncClient`` with ``httpx.AsyncClient`` and ``asyncio.sleep``; their methods are made
+from the operations by `_sync` and `_async`, so both faces have the same methods with the
+same parameters (the async ones are awaited; tests/clients/test_sdk.py checks it).
+
+Every endpoint of docs/design.md's "HTTP API" is covered. Idempotent calls (reads, predict,
+and event/label posts whose event ids the SDK fixes before the first try, sent with one
+``Idempotency-Key`` for all tries) are retried with exponential backoff on ``503`` and on
+connection errors; model creation and rollback are never retried.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Generator, Iterable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Concatenate, ParamSpec, TypeAlias, TypeVar
 
 import httpx
 
@@ -93,6 +101,44 @@ class _Call:
     headers: dict[str, str] | None = None  # per call, e.g. the Idempotency-Key
 
 
+@dataclass(frozen=True)
+class _Sleep:
+    """Wait this many seconds (between retries, between polls)."""
+
+    seconds: float
+
+
+# The protocol between the operations and a transport: an operation yields a `_Call` (and is
+# sent the `httpx.Response`, or the `httpx.TransportError` that stopped it) or a `_Sleep`
+# (and is sent None); it returns its result.
+Step: TypeAlias = _Call | _Sleep
+Reply: TypeAlias = httpx.Response | httpx.TransportError | None
+T = TypeVar("T")
+P = ParamSpec("P")
+Op: TypeAlias = Generator[Step, Reply, T]
+
+
+def _send(call: _Call, retry: RetryPolicy, base_url: str) -> Op[httpx.Response]:
+    """One request with its retries: 503 and connection errors are tried again, with
+    backoff, up to ``retry.attempts`` times when the call is idempotent."""
+    attempts = retry.attempts if call.idempotent else 1
+    for attempt in range(attempts):
+        last = attempt == attempts - 1
+        reply = yield call
+        if isinstance(reply, httpx.TransportError):
+            if last:
+                raise ConnectionFailedError(f"{base_url}: {reply!r}") from reply
+            wait = retry.delay(attempt)
+        else:
+            assert reply is not None, "a transport answers a _Call with a response or an error"
+            if reply.status_code != 503 or last:
+                return reply
+            wait = retry.delay(attempt, reply.headers.get("Retry-After"))
+        logger.debug("%s %s failed, retry %d in %.2fs", call.method, call.path, attempt, wait)
+        yield _Sleep(wait)
+    raise AssertionError("unreachable")
+
+
 def _decode(response: httpx.Response) -> Any:
     if not response.content:
         return None
@@ -167,18 +213,23 @@ def _events_payload(
     return events
 
 
-class _Api:
-    """The endpoints, written once; ``_run`` is sync in ``Client`` and async in ``AsyncClient``."""
+class _Ops:
+    """Every operation of the SDK, written once as a generator of `Step` (no I/O here)."""
 
-    def _run(self, call: _Call, parse: Callable[[Any], Any] = lambda b: b) -> Any:
-        raise NotImplementedError
+    def __init__(self, base_url: str, retry: RetryPolicy) -> None:
+        self.base_url = base_url
+        self.retry = retry
+
+    def _run(self, call: _Call, parse: Callable[[Any], T] = lambda b: b) -> Op[T]:
+        response = yield from _send(call, self.retry, self.base_url)
+        return parse(response if call.raw else _check(response))
 
     # --- health ---------------------------------------------------------------------------
-    def health(self) -> Health:
+    def health(self) -> Op[Health]:
         """``GET /healthz``: is the API process up. Never raises on a non-2xx answer."""
         return self._run(_Call("GET", "/healthz", raw=True), _health)
 
-    def ready(self) -> Health:
+    def ready(self) -> Op[Health]:
         """``GET /readyz``: are the broker and Redis reachable. Never raises on a 503."""
         return self._run(_Call("GET", "/readyz", raw=True), _health)
 
@@ -191,7 +242,7 @@ class _Api:
         params: dict[str, Any] | None = None,
         *,
         assets: list[str] | None = None,
-    ) -> ModelInfo:
+    ) -> Op[ModelInfo]:
         """``POST /v1/models``: create a model from a learner kind, a dimension and params.
 
         ``assets`` optionally names the ``dim`` features (index trackers: tickers). Raises
@@ -204,20 +255,20 @@ class _Api:
             lambda b: ModelInfo.from_json({**spec.to_json(), **(b or {})}),
         )
 
-    def list_models(self) -> list[ModelInfo]:
+    def list_models(self) -> Op[list[ModelInfo]]:
         """``GET /v1/models``: every model, with its version, counters and last update."""
         return self._run(_Call("GET", "/v1/models"), _model_list)
 
-    def get_model(self, model: str) -> ModelInfo:
+    def get_model(self, model: str) -> Op[ModelInfo]:
         """``GET /v1/models/{id}``: the spec and serving state; `NotFoundError` if unknown."""
         return self._run(_Call("GET", f"/v1/models/{_quote(model)}"), ModelInfo.from_json)
 
-    def delete_model(self, model: str) -> None:
+    def delete_model(self, model: str) -> Op[None]:
         """``DELETE /v1/models/{id}``."""
         return self._run(_Call("DELETE", f"/v1/models/{_quote(model)}"), lambda b: None)
 
     # --- predictions ----------------------------------------------------------------------
-    def predict(self, model: str, x: Any, *, hint: float | None = None) -> Prediction:
+    def predict(self, model: str, x: Any, *, hint: float | None = None) -> Op[Prediction]:
         """``POST /v1/models/{id}/predict`` with one vector (list, ndarray, Series).
 
         The result's ``prediction_id`` joins a later `label`; ``model_version`` says which
@@ -232,7 +283,7 @@ class _Api:
 
     def predict_batch(
         self, model: str, X: Any, *, hints: list[float | None] | None = None
-    ) -> PredictResponse:
+    ) -> Op[PredictResponse]:
         """``POST /v1/models/{id}/predict`` with ``{"instances": [...]}`` (2-d array, DataFrame)."""
         body: dict[str, Any] = {"instances": as_matrix(X)}
         if hints is not None:
@@ -251,7 +302,7 @@ class _Api:
         ids: Iterable[str] | None = None,
         extra: dict[str, Iterable[Any]] | None = None,
         idempotency_key: str | None = None,
-    ) -> EventsAccepted:
+    ) -> Op[EventsAccepted]:
         """``POST /v1/models/{id}/events``: labelled or unlabelled events, produced to Kafka.
 
         ``y`` may be None (all unlabelled) or hold None/NaN for unlabelled rows; ``ids`` are
@@ -274,7 +325,7 @@ class _Api:
         *,
         id: str | None = None,
         idempotency_key: str | None = None,
-    ) -> str:
+    ) -> Op[str]:
         """Send one event (with an ``Idempotency-Key``, as `send_events`); returns its id."""
         event: dict[str, Any] = {"x": as_vector(x)}
         if id or idempotency_key is None:  # as in _events_payload
@@ -294,12 +345,18 @@ class _Api:
 
     def _run_events(
         self, model: str, events: list[dict[str, Any]], idempotency_key: str | None
-    ) -> Any:
-        raise NotImplementedError
+    ) -> Op[EventsAccepted]:
+        path = f"/v1/models/{_quote(model)}/events"
+        chunks = _chunks(events)
+        bodies: list[Any] = []
+        for chunk, key in zip(chunks, _chunk_keys(idempotency_key, len(chunks)), strict=True):
+            call = _Call("POST", path, {"events": chunk}, headers=_key_header(key))
+            bodies.append((yield from self._run(call)))
+        return _sum_accepted(events, bodies)
 
     def label(
         self, model: str, prediction_id: str, y: Any, *, idempotency_key: str | None = None
-    ) -> dict[str, Any]:
+    ) -> Op[dict[str, Any]]:
         """``POST /v1/models/{id}/labels``: the label of an earlier prediction.
 
         Sent with an ``Idempotency-Key`` (``idempotency_key``, or a new uuid4), the same on
@@ -315,7 +372,7 @@ class _Api:
         )
 
     # --- task-specific endpoints ----------------------------------------------------------
-    def quantify(self, model: str, X: Any, *, method: str | None = None) -> Quantification:
+    def quantify(self, model: str, X: Any, *, method: str | None = None) -> Op[Quantification]:
         """``POST /v1/models/{id}/quantify``: class prevalence of a batch (quantifiers only)."""
         body: dict[str, Any] = {"instances": as_matrix(X)}
         if method:
@@ -324,11 +381,11 @@ class _Api:
             _Call("POST", f"/v1/models/{_quote(model)}/quantify", body), Quantification.from_json
         )
 
-    def portfolio(self, model: str) -> Portfolio:
+    def portfolio(self, model: str) -> Op[Portfolio]:
         """``GET /v1/models/{id}/portfolio``: an index tracker's current weights by asset."""
         return self._run(_Call("GET", f"/v1/models/{_quote(model)}/portfolio"), Portfolio.from_json)
 
-    def register_block(self, model: str, X: Any, *, id: str | None = None) -> dict[str, Any]:
+    def register_block(self, model: str, X: Any, *, id: str | None = None) -> Op[dict[str, Any]]:
         """``POST /v1/models/{id}/blocks``: design vectors of a transductive learner's block.
 
         The registration carries an idempotency ``id`` (uuid4 when not given), so it is retried.
@@ -339,7 +396,7 @@ class _Api:
         )
 
     # --- checkpoints ----------------------------------------------------------------------
-    def checkpoints(self, model: str) -> list[Checkpoint]:
+    def checkpoints(self, model: str) -> Op[list[Checkpoint]]:
         """``GET /v1/models/{id}/checkpoints``: the kept checkpoints, newest first."""
         return self._run(
             _Call("GET", f"/v1/models/{_quote(model)}/checkpoints"),
@@ -349,7 +406,7 @@ class _Api:
             ],
         )
 
-    def rollback(self, model: str, version: int) -> dict[str, Any]:
+    def rollback(self, model: str, version: int) -> Op[dict[str, Any]]:
         """``POST /v1/models/{id}/rollback``: restore checkpoint ``version`` and its offset."""
         return self._run(
             _Call(
@@ -362,16 +419,91 @@ class _Api:
         )
 
     # --- metrics --------------------------------------------------------------------------
-    def metrics_text(self) -> str:
-        """``GET /metrics``: the Prometheus exposition."""
+    def metrics_text(self) -> Op[str]:
+        """``GET /metrics``: the Prometheus exposition (for scrapers; the SDK reads the JSON)."""
         return self._run(_Call("GET", "/metrics"), lambda b: b if isinstance(b, str) else "")
 
-    def model_metrics(self, model: str) -> dict[str, Any]:
-        """A model's headline figures from ``/metrics`` (events, rmse/mistakes, regret...)."""
+    def model_snapshot(self, model: str) -> Op[dict[str, Any]]:
+        """The model's live figures as JSON, from ``GET /v1/dashboard/data``: ``kind``,
+        ``counters`` (applied, duplicate, rejected), ``figures`` (cumulative loss and regret,
+        rmse, error rate ...), ``diagnostics`` (the learner's last step) and ``holdings``
+        (index trackers). Empty counters and figures for a model the API does not list."""
+        return self._run(_Call("GET", _metrics.DATA_PATH), lambda b: _metrics.model_entry(b, model))
+
+    def model_metrics(self, model: str) -> Op[dict[str, Any]]:
+        """A model's headline figures (events, rmse or mistakes, regret ...), from
+        ``GET /v1/dashboard/data`` (see `clients.metrics.summarize`)."""
         return self._run(
-            _Call("GET", "/metrics"),
-            lambda b: _metrics.summarize(_metrics.model_samples(b or "", model)),
+            _Call("GET", _metrics.DATA_PATH),
+            lambda b: _metrics.summarize(_metrics.model_entry(b, model)),
         )
+
+    # --- waiting for the workers ----------------------------------------------------------
+    def model_exists(self, model: str) -> Op[bool]:
+        """True when ``GET /v1/models/{id}`` answers 2xx, False on 404."""
+        try:
+            yield from self.get_model(model)
+        except NotFoundError:
+            return False
+        return True
+
+    def processed(self, model: str) -> Op[int]:
+        """Events the workers have taken into the model's checkpointed state (applied +
+        duplicate + rejected), from ``GET /v1/models/{id}``, else ``/v1/dashboard/data``."""
+        info = yield from self.get_model(model)
+        if info.processed is not None:
+            return info.processed
+        entry = yield from self.model_snapshot(model)
+        return sum(_metrics.event_counts(entry).values())
+
+    def wait_processed(
+        self,
+        model: str,
+        target: int,
+        timeout: float = 120.0,
+        interval: float = 0.25,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> Op[int]:
+        """Poll until the workers have processed ``target`` events of ``model``.
+
+        ``on_progress`` (a plain function, for both clients) is called with each count read.
+        Checkpoints are written every ``commit_every`` events or ``commit_interval_s``
+        seconds, so the count lags the stream by at most that. Raises `UnavailableError`
+        after ``timeout`` seconds, with the count reached.
+
+        Examples
+        --------
+        >>> before = api.processed("demo")  # doctest: +SKIP
+        >>> api.send_events("demo", X, y)  # doctest: +SKIP
+        >>> api.wait_processed("demo", before + len(X))  # doctest: +SKIP
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            done = yield from self.processed(model)
+            if on_progress is not None:
+                on_progress(done)
+            if done >= target:
+                return done
+            if time.monotonic() > deadline:
+                raise UnavailableError(
+                    f"workers processed {done} of {target} events of model {model!r} within "
+                    f"{timeout:.0f}s: are workers running (onlinepredict worker)?"
+                )
+            yield _Sleep(interval)
+
+    def wait_ready(self, timeout: float = 30.0, interval: float = 0.2) -> Op[Health]:
+        """Poll ``/readyz`` until it answers 2xx; raises `UnavailableError` after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                health = yield from self.ready()
+                if health.ok:
+                    return health
+            except ConnectionFailedError:
+                pass
+            if time.monotonic() > deadline:
+                raise UnavailableError(f"{self.base_url} not ready after {timeout}s", status=None)
+            yield _Sleep(interval)
 
 
 def _health(response: httpx.Response) -> Health:
@@ -415,7 +547,48 @@ def _sum_accepted(events: list[dict[str, Any]], bodies: list[Any]) -> EventsAcce
     return EventsAccepted(count=count, ids=ids)
 
 
-class Client(_Api):
+# --- the two faces ------------------------------------------------------------------------------
+def _sync(op: Callable[Concatenate[_Ops, P], Op[T]]) -> Callable[Concatenate[Client, P], T]:
+    """``Client``'s method for an operation: drive it with blocking I/O."""
+
+    def method(self: Client, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._drive(op(self._ops, *args, **kwargs))
+
+    functools.update_wrapper(method, op)
+    return method
+
+
+def _async(
+    op: Callable[Concatenate[_Ops, P], Op[T]],
+) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]]:
+    """``AsyncClient``'s method for an operation: a coroutine driving it with asyncio."""
+
+    async def method(self: AsyncClient, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._drive(op(self._ops, *args, **kwargs))
+
+    functools.update_wrapper(method, op)
+    return method
+
+
+class _Face:
+    """What both clients share: the operations' state (address, retry policy)."""
+
+    _ops: _Ops
+
+    @property
+    def base_url(self) -> str:
+        return self._ops.base_url
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return self._ops.retry
+
+    @retry.setter
+    def retry(self, policy: RetryPolicy) -> None:
+        self._ops.retry = policy
+
+
+class Client(_Face):
     """Synchronous client of the onlinepredict API.
 
     Parameters
@@ -452,8 +625,7 @@ class Client(_Api):
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.base_url = (base_url or default_url()).rstrip("/")
-        self.retry = retry or RetryPolicy()
+        self._ops = _Ops((base_url or default_url()).rstrip("/"), retry or RetryPolicy())
         self._http = httpx.Client(
             base_url=self.base_url,
             headers=_headers(api_key if api_key is not None else default_api_key()),
@@ -470,112 +642,53 @@ class Client(_Api):
     def close(self) -> None:
         self._http.close()
 
-    def _send(self, call: _Call) -> httpx.Response:
-        attempts = self.retry.attempts if call.idempotent else 1
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
+    def _drive(self, op: Op[T]) -> T:
+        """Run an operation: send its calls with httpx.Client, sleep its sleeps."""
+        reply: Reply = None
+        while True:
             try:
-                response = self._http.request(
-                    call.method, call.path, json=call.json, headers=call.headers
+                step = op.send(reply)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            if isinstance(step, _Sleep):
+                time.sleep(step.seconds)
+                reply = None
+                continue
+            try:
+                reply = self._http.request(
+                    step.method, step.path, json=step.json, headers=step.headers
                 )
             except httpx.TransportError as exc:
-                if last:
-                    raise ConnectionFailedError(f"{self.base_url}: {exc!r}") from exc
-                wait = self.retry.delay(attempt)
-            else:
-                if response.status_code != 503 or last:
-                    return response
-                wait = self.retry.delay(attempt, response.headers.get("Retry-After"))
-            logger.debug("%s %s failed, retry %d in %.2fs", call.method, call.path, attempt, wait)
-            time.sleep(wait)
-        raise AssertionError("unreachable")
+                reply = exc
 
-    def _run(self, call: _Call, parse: Callable[[Any], Any] = lambda b: b) -> Any:
-        response = self._send(call)
-        return parse(response if call.raw else _check(response))
-
-    def _run_events(
-        self, model: str, events: list[dict[str, Any]], idempotency_key: str | None
-    ) -> EventsAccepted:
-        path = f"/v1/models/{_quote(model)}/events"
-        chunks = _chunks(events)
-        bodies = [
-            self._run(_Call("POST", path, {"events": c}, headers=_key_header(k)))
-            for c, k in zip(chunks, _chunk_keys(idempotency_key, len(chunks)), strict=True)
-        ]
-        return _sum_accepted(events, bodies)
-
-    def model_exists(self, model: str) -> bool:
-        """True when ``GET /v1/models/{id}`` answers 2xx, False on 404."""
-        try:
-            self.get_model(model)
-        except NotFoundError:
-            return False
-        return True
-
-    def processed(self, model: str) -> int:
-        """Events the workers have taken into the model's checkpointed state
-        (applied + duplicate + rejected), from ``GET /v1/models/{id}`` or else ``/metrics``."""
-        info = self.get_model(model)
-        if info.processed is not None:
-            return info.processed
-        counts = _metrics.event_counts(_metrics.model_samples(self.metrics_text(), model))
-        return int(sum(counts.values()))
-
-    def wait_processed(
-        self,
-        model: str,
-        target: int,
-        timeout: float = 120.0,
-        interval: float = 0.25,
-        on_progress: Callable[[int], None] | None = None,
-    ) -> int:
-        """Poll until the workers have processed ``target`` events of ``model``.
-
-        Checkpoints are written every ``commit_every`` events or ``commit_interval_s``
-        seconds, so the count lags the stream by at most that. Raises `UnavailableError`
-        after ``timeout`` seconds, with the count reached.
-
-        Examples
-        --------
-        >>> before = api.processed("demo")  # doctest: +SKIP
-        >>> api.send_events("demo", X, y)  # doctest: +SKIP
-        >>> api.wait_processed("demo", before + len(X))  # doctest: +SKIP
-        """
-        deadline = time.monotonic() + timeout
-        while True:
-            done = self.processed(model)
-            if on_progress is not None:
-                on_progress(done)
-            if done >= target:
-                return done
-            if time.monotonic() > deadline:
-                raise UnavailableError(
-                    f"workers processed {done} of {target} events of model {model!r} within "
-                    f"{timeout:.0f}s: are workers running (onlinepredict worker)?"
-                )
-            time.sleep(interval)
-
-    def wait_ready(self, timeout: float = 30.0, interval: float = 0.2) -> Health:
-        """Poll ``/readyz`` until it answers 2xx; raises `UnavailableError` after ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                health = self.ready()
-                if health.ok:
-                    return health
-            except ConnectionFailedError:
-                health = None
-            if time.monotonic() > deadline:
-                raise UnavailableError(f"{self.base_url} not ready after {timeout}s", status=None)
-            time.sleep(interval)
+    # the endpoints (docs/design.md, "HTTP API"), in `_Ops`' order; `AsyncClient` lists the same
+    health = _sync(_Ops.health)
+    ready = _sync(_Ops.ready)
+    create_model = _sync(_Ops.create_model)
+    list_models = _sync(_Ops.list_models)
+    get_model = _sync(_Ops.get_model)
+    delete_model = _sync(_Ops.delete_model)
+    predict = _sync(_Ops.predict)
+    predict_batch = _sync(_Ops.predict_batch)
+    send_events = _sync(_Ops.send_events)
+    send_event = _sync(_Ops.send_event)
+    label = _sync(_Ops.label)
+    quantify = _sync(_Ops.quantify)
+    portfolio = _sync(_Ops.portfolio)
+    register_block = _sync(_Ops.register_block)
+    checkpoints = _sync(_Ops.checkpoints)
+    rollback = _sync(_Ops.rollback)
+    metrics_text = _sync(_Ops.metrics_text)
+    model_snapshot = _sync(_Ops.model_snapshot)
+    model_metrics = _sync(_Ops.model_metrics)
+    model_exists = _sync(_Ops.model_exists)
+    processed = _sync(_Ops.processed)
+    wait_processed = _sync(_Ops.wait_processed)
+    wait_ready = _sync(_Ops.wait_ready)
 
 
-class AsyncClient(_Api):
-    """Asynchronous client: the same methods as `Client`, awaited.
-
-    Every endpoint method returns an awaitable of the type `Client`'s method returns (the
-    endpoints are written once for both clients, so the annotations show the sync types).
+class AsyncClient(_Face):
+    """Asynchronous client: the same methods as `Client`, with the same parameters, awaited.
 
     Examples
     --------
@@ -596,8 +709,7 @@ class AsyncClient(_Api):
         retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.base_url = (base_url or default_url()).rstrip("/")
-        self.retry = retry or RetryPolicy()
+        self._ops = _Ops((base_url or default_url()).rstrip("/"), retry or RetryPolicy())
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             headers=_headers(api_key if api_key is not None else default_api_key()),
@@ -614,68 +726,45 @@ class AsyncClient(_Api):
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _send(self, call: _Call) -> httpx.Response:
-        attempts = self.retry.attempts if call.idempotent else 1
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
+    async def _drive(self, op: Op[T]) -> T:
+        """Run an operation: send its calls with httpx.AsyncClient, sleep with asyncio."""
+        reply: Reply = None
+        while True:
             try:
-                response = await self._http.request(
-                    call.method, call.path, json=call.json, headers=call.headers
+                step = op.send(reply)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            if isinstance(step, _Sleep):
+                await asyncio.sleep(step.seconds)
+                reply = None
+                continue
+            try:
+                reply = await self._http.request(
+                    step.method, step.path, json=step.json, headers=step.headers
                 )
             except httpx.TransportError as exc:
-                if last:
-                    raise ConnectionFailedError(f"{self.base_url}: {exc!r}") from exc
-                wait = self.retry.delay(attempt)
-            else:
-                if response.status_code != 503 or last:
-                    return response
-                wait = self.retry.delay(attempt, response.headers.get("Retry-After"))
-            logger.debug("%s %s failed, retry %d in %.2fs", call.method, call.path, attempt, wait)
-            await asyncio.sleep(wait)
-        raise AssertionError("unreachable")
+                reply = exc
 
-    async def _run(self, call: _Call, parse: Callable[[Any], Any] = lambda b: b) -> Any:
-        response = await self._send(call)
-        return parse(response if call.raw else _check(response))
-
-    async def _run_events(
-        self, model: str, events: list[dict[str, Any]], idempotency_key: str | None
-    ) -> EventsAccepted:
-        path = f"/v1/models/{_quote(model)}/events"
-        chunks = _chunks(events)
-        bodies = [
-            await self._run(_Call("POST", path, {"events": c}, headers=_key_header(k)))
-            for c, k in zip(chunks, _chunk_keys(idempotency_key, len(chunks)), strict=True)
-        ]
-        return _sum_accepted(events, bodies)
-
-    async def model_exists(self, model: str) -> bool:
-        """True when the model exists, False on 404."""
-        try:
-            await cast(Awaitable[ModelInfo], self.get_model(model))
-        except NotFoundError:
-            return False
-        return True
-
-    async def processed(self, model: str) -> int:
-        """Events the workers have taken into the model's state (see `Client.processed`)."""
-        info = await cast(Awaitable[ModelInfo], self.get_model(model))
-        if info.processed is not None:
-            return info.processed
-        text = await cast(Awaitable[str], self.metrics_text())
-        counts = _metrics.event_counts(_metrics.model_samples(text, model))
-        return int(sum(counts.values()))
-
-    async def wait_processed(
-        self, model: str, target: int, timeout: float = 120.0, interval: float = 0.25
-    ) -> int:
-        """Wait until the workers have processed ``target`` events (see `Client.wait_processed`)."""
-        deadline = time.monotonic() + timeout
-        while (done := await self.processed(model)) < target:
-            if time.monotonic() > deadline:
-                raise UnavailableError(
-                    f"workers processed {done} of {target} events of model {model!r} within "
-                    f"{timeout:.0f}s: are workers running (onlinepredict worker)?"
-                )
-            await asyncio.sleep(interval)
-        return done
+    health = _async(_Ops.health)
+    ready = _async(_Ops.ready)
+    create_model = _async(_Ops.create_model)
+    list_models = _async(_Ops.list_models)
+    get_model = _async(_Ops.get_model)
+    delete_model = _async(_Ops.delete_model)
+    predict = _async(_Ops.predict)
+    predict_batch = _async(_Ops.predict_batch)
+    send_events = _async(_Ops.send_events)
+    send_event = _async(_Ops.send_event)
+    label = _async(_Ops.label)
+    quantify = _async(_Ops.quantify)
+    portfolio = _async(_Ops.portfolio)
+    register_block = _async(_Ops.register_block)
+    checkpoints = _async(_Ops.checkpoints)
+    rollback = _async(_Ops.rollback)
+    metrics_text = _async(_Ops.metrics_text)
+    model_snapshot = _async(_Ops.model_snapshot)
+    model_metrics = _async(_Ops.model_metrics)
+    model_exists = _async(_Ops.model_exists)
+    processed = _async(_Ops.processed)
+    wait_processed = _async(_Ops.wait_processed)
+    wait_ready = _async(_Ops.wait_ready)

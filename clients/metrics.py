@@ -1,11 +1,140 @@
-"""A small reader of the Prometheus text format, enough for a model's figures on ``/metrics``."""
+"""A model's figures from the API's JSON feed ``GET /v1/dashboard/data`` (docs/design.md,
+"HTTP API"): per model its ``counters`` (applied, duplicate, rejected), running ``figures``
+(the values ``/metrics`` exports: cumulative loss and regret, rmse, error rate ...), the
+learner's last-step ``diagnostics`` and an index tracker's top ``holdings``.
+
+The SDK and the CLI read these, not the Prometheus text of ``/metrics`` (that is for
+scrapers). `model_samples` still reads that text, for code that fetched it with
+``metrics_text()``.
+"""
 
 from __future__ import annotations
 
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
+DATA_PATH = "/v1/dashboard/data"
+OUTCOMES = ("applied", "duplicate", "rejected")
+# diagnostics that hold a quantifier's estimated positive-class prevalence, in the order the
+# service's /metrics picks them (service/metrics/running.py; not imported: clients/ stands alone)
+PREVALENCE_KEYS = ("prevalence", "prevalence_estimate", "prevalence_cc")
+EXTRA_FIGURES = (
+    "tracking_error",
+    "excess_cumulative_return",
+    "true_prevalence",
+    "quantification_kld",
+)
+
+
+def model_entry(body: Any, model: str) -> dict[str, Any]:
+    """The model's entry of a ``/v1/dashboard/data`` answer; empty parts when it is not there.
+
+    Examples
+    --------
+    >>> body = {"models": [{"id": "m", "kind": "pa", "counters": {"applied": 3}}]}
+    >>> model_entry(body, "m")["counters"], model_entry(body, "x")["figures"]
+    ({'applied': 3}, {})
+    """
+    models = body.get("models", []) if isinstance(body, dict) else []
+    entry = next((m for m in models if isinstance(m, dict) and m.get("id") == model), {})
+    return {
+        "id": model,
+        "kind": entry.get("kind"),
+        "listed": bool(entry),
+        "counters": dict(entry.get("counters") or {}),
+        "figures": dict(entry.get("figures") or {}),
+        "diagnostics": dict(entry.get("diagnostics") or {}),
+        "holdings": list(entry.get("holdings") or []),
+    }
+
+
+def event_counts(entry: dict[str, Any]) -> dict[str, int]:
+    """Events by outcome (applied, duplicate, rejected)."""
+    counters = entry.get("counters") or {}
+    return {o: int(counters[o]) for o in OUTCOMES if counters.get(o) is not None}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def prevalence_estimate(diagnostics: dict[str, Any]) -> float | None:
+    for key in PREVALENCE_KEYS:
+        if (value := _number(diagnostics.get(key))) is not None:
+            return value
+    return None
+
+
+def ensemble_weights(entry: dict[str, Any]) -> dict[str, float]:
+    """An ensemble's weight by expert (its ``weight_<expert>`` diagnostics)."""
+    return {
+        name.removeprefix("weight_"): float(value)
+        for name, value in (entry.get("diagnostics") or {}).items()
+        if name.startswith("weight_") and _number(value) is not None
+    }
+
+
+def summarize(entry: dict[str, Any]) -> dict[str, float | int | None]:
+    """A model's headline figures: events, rmse or mistakes, cumulative loss and regret.
+
+    ``rmse`` is the server's cumulative ``rmse`` when reported; otherwise it is derived as
+    sqrt(cumulative_loss / events), the same figure for regressors because their loss is
+    the squared error (docs/design.md, learner contract). Classifiers report ``mistakes``.
+    ``events`` is None for a model the API does not list.
+
+    Examples
+    --------
+    >>> entry = {"counters": {"applied": 4, "duplicate": 1, "rejected": 0},
+    ...          "figures": {"cumulative_loss": 16.0, "cumulative_regret": -2.5}}
+    >>> s = summarize(entry)
+    >>> s["events"], s["duplicates"], s["rmse"], s["cumulative_regret"]
+    (4, 1, 2.0, -2.5)
+    """
+    counts = event_counts(entry)
+    figures = entry.get("figures") or {}
+    events = counts.get("applied")
+    loss = _number(figures.get("cumulative_loss"))
+    mistakes = _number(figures.get("mistakes"))
+    summary: dict[str, float | int | None] = {
+        "events": events,
+        "duplicates": counts.get("duplicate", 0),
+        "rejected": counts.get("rejected", 0),
+        "cumulative_loss": loss,
+        "cumulative_regret": _number(figures.get("cumulative_regret")),
+    }
+    if mistakes is not None:
+        summary["mistakes"] = int(mistakes)
+        rate = _number(figures.get("error_rate"))
+        summary["error_rate"] = (
+            rate if rate is not None else (mistakes / events if events else None)
+        )
+    else:
+        rmse = _number(figures.get("rmse"))
+        if rmse is None and loss is not None and events:
+            rmse = math.sqrt(loss / events)
+        summary["rmse"] = rmse
+    for extra in EXTRA_FIGURES:
+        if (value := _number(figures.get(extra))) is not None:
+            summary[extra] = value
+    prevalence = prevalence_estimate(entry.get("diagnostics") or {})
+    if prevalence is not None:
+        summary["prevalence_estimate"] = prevalence
+    return summary
+
+
+def flat_figures(entry: dict[str, Any]) -> dict[str, float]:
+    """Every number reported for the model, for a generic view: its figures and its event
+    counters as ``events_<outcome>``."""
+    out = {f"events_{o}": float(n) for o, n in event_counts(entry).items()}
+    for name, value in (entry.get("figures") or {}).items():
+        if (number := _number(value)) is not None:
+            out[name] = number
+    return out
+
+
+# --- the Prometheus text of /metrics (kept for ``metrics_text()`` callers) -------------------
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\S+)?$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
 PREFIX = "onlinepredict_"
@@ -18,118 +147,29 @@ class Sample:
     value: float = math.nan
 
 
-def parse_samples(text: str) -> list[Sample]:
-    """Every sample of a Prometheus exposition.
+def model_samples(text: str, model: str) -> list[Sample]:
+    """The samples of a Prometheus exposition labelled with ``model``, prefix
+    ``onlinepredict_`` stripped from the names.
 
     Examples
     --------
-    >>> s = parse_samples('a_total{model="m",outcome="applied"} 3.0\\n# HELP x y\\nb 1e-3')
-    >>> [(x.name, x.labels.get("outcome"), x.value) for x in s]
-    [('a_total', 'applied', 3.0), ('b', None, 0.001)]
+    >>> text = 'onlinepredict_ensemble_weight{expert="3",model="m"} 0.5\\n# HELP x y\\nb 1e-3'
+    >>> [(s.name, s.labels, s.value) for s in model_samples(text, "m")]
+    [('ensemble_weight', {'expert': '3'}, 0.5)]
     """
     out = []
     for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if not m:
+        m = _SAMPLE.match(line.strip())
+        if not m or line.lstrip().startswith("#"):
             continue
         labels = {
             k: v.replace('\\"', '"').replace("\\\\", "\\") for k, v in _LABEL.findall(m[3] or "")
         }
+        if labels.pop("model", None) != model:
+            continue
         try:
             value = float(m[4])
         except ValueError:
             continue
-        out.append(Sample(m[1], labels, value))
-    return out
-
-
-def model_samples(text: str, model: str) -> list[Sample]:
-    """The samples labelled with ``model``, prefix ``onlinepredict_`` stripped from the names."""
-    out = []
-    for s in parse_samples(text):
-        if s.labels.get("model") == model:
-            name = s.name[len(PREFIX) :] if s.name.startswith(PREFIX) else s.name
-            out.append(Sample(name, {k: v for k, v in s.labels.items() if k != "model"}, s.value))
-    return out
-
-
-def _pick(samples: list[Sample], name: str) -> float | None:
-    """A metric's value, preferring the cumulative sample when several label sets exist."""
-    matches = [s for s in samples if s.name == name]
-    if not matches:
-        return None
-    for s in matches:
-        if not s.labels or "cumulative" in s.labels.values() or s.labels.get("window") == "all":
-            return s.value
-    return matches[0].value
-
-
-def event_counts(samples: list[Sample]) -> dict[str, float]:
-    """``events_total`` by outcome (applied, duplicate, rejected)."""
-    out: dict[str, float] = {}
-    for s in samples:
-        if s.name in ("events_total", "events"):
-            key = s.labels.get("outcome", "total")
-            out[key] = out.get(key, 0.0) + s.value
-    return out
-
-
-def summarize(samples: list[Sample]) -> dict[str, float | int | None]:
-    """A model's headline figures: events, rmse or mistakes, cumulative loss and regret.
-
-    ``rmse`` is the server's cumulative ``rmse`` when exported; otherwise it is derived as
-    sqrt(cumulative_loss / events), the same figure for regressors because their loss is
-    the squared error (docs/design.md, learner contract). Classifiers report ``mistakes``.
-    """
-    counts = event_counts(samples)
-    events = counts.get("applied")
-    loss = _pick(samples, "cumulative_loss")
-    mistakes = _pick(samples, "mistakes_total")
-    summary: dict[str, float | int | None] = {
-        "events": int(events) if events is not None else None,
-        "duplicates": int(counts.get("duplicate", 0)),
-        "rejected": int(counts.get("rejected", 0)),
-        "cumulative_loss": loss,
-        "cumulative_regret": _pick(samples, "cumulative_regret"),
-    }
-    if mistakes is not None:
-        summary["mistakes"] = int(mistakes)
-        rate = _pick(samples, "error_rate")
-        summary["error_rate"] = (
-            rate if rate is not None else (mistakes / events if events else None)
-        )
-    else:
-        rmse = _pick(samples, "rmse")
-        if rmse is None and loss is not None and events:
-            rmse = math.sqrt(loss / events)
-        summary["rmse"] = rmse
-    for extra in (
-        "tracking_error",
-        "excess_cumulative_return",
-        "true_prevalence",
-        "quantification_kld",
-    ):
-        value = _pick(samples, extra)
-        if value is not None:
-            summary[extra] = value
-    prevalence = [s.value for s in samples if s.name == "prevalence_estimate"]
-    positive = [
-        s.value
-        for s in samples
-        if s.name == "prevalence_estimate" and s.labels.get("class") in ("1", "+1")
-    ]
-    if positive or prevalence:
-        summary["prevalence_estimate"] = (positive or prevalence)[0]
-    return summary
-
-
-def scalar_gauges(samples: list[Sample]) -> dict[str, float]:
-    """Every model sample as ``name{labels}`` -> value, for a generic view."""
-    out = {}
-    for s in samples:
-        suffix = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
-        out[f"{s.name}{{{suffix}}}" if suffix else s.name] = s.value
+        out.append(Sample(m[1].removeprefix(PREFIX), labels, value))
     return out

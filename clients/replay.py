@@ -3,8 +3,8 @@
 The stream goes through Kafka (the events topic, keyed by model id) or through the API's
 events endpoint. Every event gets a fresh uuid4 id, so the workers apply each exactly once.
 After the last send, the command polls the model's processed-event counter (applied +
-duplicate + rejected, from ``GET /v1/models/{id}``, else ``/metrics``) until it has grown by
-the number of events sent, then prints the model's figures from ``/metrics``.
+duplicate + rejected, from ``GET /v1/models/{id}``) until it has grown by the number of
+events sent, then prints the model's figures (``/v1/dashboard/data``, `Client.model_metrics`).
 """
 
 from __future__ import annotations
@@ -31,16 +31,12 @@ from rich.table import Table
 from rich.text import Text
 
 from clients._cliutil import (
-    DEFAULT_URL,
-    ApiKey,
-    ApiUrl,
-    JsonOut,
-    Timeout,
+    ClientOptions,
     UserError,
-    _client,
     _finite,
     _fmt,
     _print_json,
+    client_command,
     err,
     handle_errors,
     out,
@@ -182,6 +178,7 @@ class _Options:
 
 
 @handle_errors
+@client_command
 def replay(
     dataset: Annotated[str, typer.Argument(help="Built-in data set name, or a FILE.csv.")],
     model: Annotated[str, typer.Option("--model", "-m", help="Model id to stream into.")],
@@ -219,10 +216,7 @@ def replay(
     wait_timeout: Annotated[
         float, typer.Option("--wait-timeout", min=0.0, help="Seconds to wait for the workers.")
     ] = 600.0,
-    api_url: ApiUrl = DEFAULT_URL,
-    api_key: ApiKey = None,
-    timeout: Timeout = 20.0,
-    as_json: JsonOut = False,
+    opts: ClientOptions = ClientOptions(),
 ) -> None:
     """Stream a data set into a model, wait until the workers learned it, print its metrics."""
     if via not in ("kafka", "http"):
@@ -234,9 +228,9 @@ def replay(
     params = dict(parse_param(p) for p in param or [])
     stream = ds.stream(limit=limit, **options)
     total = ds.length(limit) if not options else limit  # options may change the length
-    opts = _Options(via, rate or None, limit, chunk_size(batch, rate or None))
+    plan = _Options(via, rate or None, limit, chunk_size(batch, rate or None))
 
-    with _client(api_url, api_key, timeout) as api:
+    with opts.client() as api:
         info, created = ensure_model(api, model, ds, kind, params)
         if created:
             err.print(f"created model {model!r} ({info.kind}, dim {ds.dim})")
@@ -248,14 +242,14 @@ def replay(
                 progress.advance(task, n)
 
             # the first chunk loads the data set (river/sklearn/skfolio): not part of the rate
-            chunks = chunked(stream, opts.batch)
+            chunks = chunked(stream, plan.batch)
             first = next(chunks, None)
             chunks = itertools.chain([first] if first else [], chunks)
             t0 = time.monotonic()
             if via == "kafka":
-                sent = asyncio.run(_send_kafka(chunks, model, bootstrap, topic, opts.rate, on_sent))
+                sent = asyncio.run(_send_kafka(chunks, model, bootstrap, topic, plan.rate, on_sent))
             else:
-                sent = _send_http(api, chunks, model, opts.rate, on_sent)
+                sent = _send_http(api, chunks, model, plan.rate, on_sent)
             progress.update(task, total=sent, completed=sent)
         send_s = time.monotonic() - t0
 
@@ -281,7 +275,7 @@ def replay(
         "waited": wait,
         **summary,
     }
-    if as_json:
+    if opts.as_json:
         _print_json(_finite(result))
         return
     out.print(f"[bold]{model}[/bold] after replaying {ds.name}:")
@@ -293,6 +287,6 @@ def replay(
 
 def _summary(api: Client, model: str) -> dict[str, Any]:
     summary = api.model_metrics(model)
-    if summary.get("events") is None:  # /metrics without per-model counters: use the API's
+    if summary.get("events") is None:  # a model the feed does not list yet: use the API's
         summary["events"] = api.get_model(model).applied
     return summary

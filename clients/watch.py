@@ -1,4 +1,5 @@
-"""``onlinepredict watch MODEL``: a live terminal view of a model's figures from ``/metrics``."""
+"""``onlinepredict watch MODEL``: a live terminal view of a model's figures, read from the
+API's JSON feed ``/v1/dashboard/data`` (`clients.metrics`)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,11 @@ from rich.text import Text
 
 from clients import metrics as _metrics
 from clients._cliutil import (
-    DEFAULT_URL,
-    ApiKey,
-    ApiUrl,
-    JsonOut,
-    Timeout,
-    _client,
+    ClientOptions,
     _finite,
     _fmt,
     _print_json,
+    client_command,
     handle_errors,
     out,
 )
@@ -45,22 +42,18 @@ BAR = 30  # characters of a full weight bar
 
 
 def snapshot(api: Client, model: str) -> dict[str, Any]:
-    """The model's info and every sample of it on ``/metrics``."""
+    """The model's info and its live figures (`Client.model_snapshot`)."""
     info = api.get_model(model)  # 404 (exit 1) for an unknown model
-    samples = _metrics.model_samples(api.metrics_text(), model)
+    entry = api.model_snapshot(model)
     return {
         "model": model,
         "kind": info.kind,
         "version": info.version,
         "time": time.time(),
-        "summary": _finite(_metrics.summarize(samples)),
-        "metrics": _finite(_metrics.scalar_gauges(samples)),
-        "diagnostics": _finite(
-            {s.labels.get("name", "?"): s.value for s in samples if s.name == "learner_diagnostic"}
-        ),
-        "ensemble_weights": _finite(
-            {s.labels.get("expert", "?"): s.value for s in samples if s.name == "ensemble_weight"}
-        ),
+        "summary": _finite(_metrics.summarize(entry)),
+        "metrics": _finite(_metrics.flat_figures(entry)),
+        "diagnostics": _finite(dict(entry["diagnostics"])),
+        "ensemble_weights": _finite(_metrics.ensemble_weights(entry)),
     }
 
 
@@ -105,29 +98,27 @@ def render(snap: dict[str, Any], rate: float | None) -> Group:
             chart.add_row(expert, *cols, _fmt(w), bar)
         parts.append(chart)
     if not snap["metrics"]:
-        parts.append("(no samples yet for this model on /metrics)")
+        parts.append("(no figures yet for this model: no worker has checkpointed it)")
     return Group(*parts)
 
 
 @handle_errors
+@client_command
 def watch(
     model: Annotated[str, typer.Argument(help="Model id.")],
     interval: Annotated[
         float, typer.Option("--interval", "-i", min=0.1, help="Seconds between refreshes.")
     ] = 2.0,
     once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
-    api_url: ApiUrl = DEFAULT_URL,
-    api_key: ApiKey = None,
-    timeout: Timeout = 20.0,
-    as_json: JsonOut = False,
+    opts: ClientOptions = ClientOptions(),
 ) -> None:
     """Live view of loss, regret, tracking error and the learner's diagnostics (Ctrl-C quits).
 
     With --json (or --once) one snapshot is printed and the command exits.
     """
-    with _client(api_url, api_key, timeout) as api:
+    with opts.client() as api:
         snap = snapshot(api, model)
-        if as_json:
+        if opts.as_json:
             _print_json(snap)
             return
         if once:

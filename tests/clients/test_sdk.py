@@ -4,6 +4,7 @@ small real HTTP server that answers 503 on purpose."""
 from __future__ import annotations
 
 import http.server
+import inspect
 import json
 import threading
 import uuid
@@ -25,7 +26,7 @@ from clients.errors import (
     error_for_status,
 )
 from clients.http import RetryPolicy
-from clients.metrics import model_samples, summarize
+from clients.metrics import ensemble_weights, model_entry, model_samples, summarize
 from tests.clients._client_support import free_port
 
 FAST_RETRY = RetryPolicy(attempts=3, backoff=0.01, max_backoff=0.05)
@@ -231,6 +232,41 @@ async def test_async_client(api_url: str, workers: Any) -> None:
         assert not await api.model_exists(model)
 
 
+# --- one implementation, two faces -------------------------------------------------------------
+LIFECYCLE = {"close", "aclose"}  # plus the (async) context manager methods
+
+
+def _public(cls: type) -> dict[str, inspect.Signature]:
+    return {
+        name: inspect.signature(getattr(cls, name))
+        for name in dir(cls)
+        if not name.startswith("_") and callable(getattr(cls, name)) and name not in LIFECYCLE
+    }
+
+
+def test_both_clients_have_the_same_methods_and_parameters() -> None:
+    sync, aio = _public(Client), _public(AsyncClient)
+    assert sync.keys() == aio.keys()
+    assert sync == aio  # the same parameters, defaults and annotations
+    for name in aio:
+        assert inspect.iscoroutinefunction(getattr(AsyncClient, name)), name
+        assert not inspect.iscoroutinefunction(getattr(Client, name)), name
+    assert {"wait_processed", "processed", "model_metrics", "wait_ready"} <= sync.keys()
+    assert "on_progress" in sync["wait_processed"].parameters
+
+
+async def test_the_async_client_reports_progress_too(api_url: str) -> None:
+    seen: list[int] = []
+    async with AsyncClient(api_url, api_key="") as api:
+        model = _id("sdk-progress")
+        await api.create_model(model, "pa", 2)
+        try:
+            assert await api.wait_processed(model, 0, on_progress=seen.append) == 0
+        finally:
+            await api.delete_model(model)
+    assert seen == [0]
+
+
 # --- retries, against a real HTTP server that answers 503 on purpose ---------------------------
 class _Flaky(http.server.BaseHTTPRequestHandler):
     failures = 0  # 503 answers before a 200
@@ -347,25 +383,41 @@ def test_error_classes_by_status() -> None:
     assert error_for_status(502, "bad gateway").message == "bad gateway"
 
 
-def test_metrics_summary_reads_the_exposition_format() -> None:
-    text = """
-# HELP onlinepredict_events_total Events by outcome.
-# TYPE onlinepredict_events_total counter
-onlinepredict_events_total{model="r",outcome="applied"} 4.0
-onlinepredict_events_total{model="r",outcome="duplicate"} 1.0
-onlinepredict_events_total{model="c",outcome="applied"} 10.0
-onlinepredict_cumulative_loss{model="r"} 16.0
-onlinepredict_cumulative_regret{model="r"} -2.5
-onlinepredict_rmse{model="c",scope="window"} 9.0
-onlinepredict_mistakes_total{model="c"} 3.0
-onlinepredict_learner_diagnostic{kind="apas",model="r",name="epsilon"} 1e-4
-"""
-    r = summarize(model_samples(text, "r"))
+def test_metrics_summary_reads_the_json_feed() -> None:
+    body = {
+        "models": [
+            {"id": "r", "kind": "pa", "counters": {"applied": 4, "duplicate": 1, "rejected": 0},
+             "figures": {"cumulative_loss": 16.0, "cumulative_regret": -2.5},
+             "diagnostics": {"epsilon": 1e-4}},
+            {"id": "c", "kind": "arow", "counters": {"applied": 10, "duplicate": 0, "rejected": 0},
+             "figures": {"mistakes": 3, "rmse_window": 9.0},
+             "diagnostics": {"weight_0": 0.25, "weight_1": 0.75, "prevalence_cc": 0.4}},
+        ]
+    }  # fmt: skip
+    r = summarize(model_entry(body, "r"))
     assert r["events"] == 4 and r["duplicates"] == 1 and r["rejected"] == 0
     assert r["cumulative_regret"] == -2.5
-    assert r["rmse"] == pytest.approx(2.0)  # no rmse exported: sqrt(16 / 4)
-    c = summarize(model_samples(text, "c"))
+    assert r["rmse"] == pytest.approx(2.0)  # no rmse reported: sqrt(16 / 4)
+    c_entry = model_entry(body, "c")
+    c = summarize(c_entry)
     assert c["mistakes"] == 3 and c["error_rate"] == pytest.approx(0.3) and "rmse" not in c
+    assert c["prevalence_estimate"] == 0.4
+    assert ensemble_weights(c_entry) == {"0": 0.25, "1": 0.75}
+    unknown = summarize(model_entry(body, "nope"))
+    assert unknown["events"] is None and unknown["cumulative_loss"] is None
+
+
+def test_metrics_json_and_exposition_agree(api: Client, pa_model: str) -> None:
+    entry = api.model_snapshot(pa_model)  # no event sent: the counters stay where they are
+    assert entry["listed"] and entry["kind"] == "pa"
+    exposed = {
+        s.labels["outcome"]: s.value
+        for s in model_samples(api.metrics_text(), pa_model)
+        if s.name == "events_total"
+    }
+    assert exposed == {o: float(n) for o, n in entry["counters"].items()} == {
+        "applied": 0.0, "duplicate": 0.0, "rejected": 0.0
+    }  # fmt: skip
 
 
 def test_register_a_block_of_a_transductive_learner(api: Client) -> None:
