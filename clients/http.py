@@ -424,17 +424,20 @@ class _Ops:
         return self._run(_Call("GET", "/metrics"), lambda b: b if isinstance(b, str) else "")
 
     def model_snapshot(self, model: str) -> Op[dict[str, Any]]:
-        """The model's live figures as JSON, from ``GET /v1/dashboard/data``: ``kind``,
+        """The model's live figures as JSON, from ``GET /v1/models/{id}/figures``: ``kind``,
         ``counters`` (applied, duplicate, rejected), ``figures`` (cumulative loss and regret,
         rmse, error rate ...), ``diagnostics`` (the learner's last step) and ``holdings``
-        (index trackers). Empty counters and figures for a model the API does not list."""
-        return self._run(_Call("GET", _metrics.DATA_PATH), lambda b: _metrics.model_entry(b, model))
+        (index trackers). `NotFoundError` for an unknown model."""
+        return self._run(
+            _Call("GET", _metrics.figures_path(_quote(model))),
+            lambda b: _metrics.model_entry(b, model),
+        )
 
     def model_metrics(self, model: str) -> Op[dict[str, Any]]:
         """A model's headline figures (events, rmse or mistakes, regret ...), from
-        ``GET /v1/dashboard/data`` (see `clients.metrics.summarize`)."""
+        ``GET /v1/models/{id}/figures`` (see `clients.metrics.summarize`)."""
         return self._run(
-            _Call("GET", _metrics.DATA_PATH),
+            _Call("GET", _metrics.figures_path(_quote(model))),
             lambda b: _metrics.summarize(_metrics.model_entry(b, model)),
         )
 
@@ -449,7 +452,7 @@ class _Ops:
 
     def processed(self, model: str) -> Op[int]:
         """Events the workers have taken into the model's checkpointed state (applied +
-        duplicate + rejected), from ``GET /v1/models/{id}``, else ``/v1/dashboard/data``."""
+        duplicate + rejected), from ``GET /v1/models/{id}``, else its ``/figures``."""
         info = yield from self.get_model(model)
         if info.processed is not None:
             return info.processed

@@ -1,21 +1,23 @@
-"""A model's figures from the API's JSON feed ``GET /v1/dashboard/data`` (docs/design.md,
-"HTTP API"): per model its ``counters`` (applied, duplicate, rejected), running ``figures``
+"""A model's figures as JSON from ``GET /v1/models/{id}/figures`` (docs/design.md, "HTTP
+API"; the dashboard's feed ``/v1/dashboard/data`` has the same entry for every model): its
+``counters`` (applied, duplicate, rejected), running ``figures``
 (the values ``/metrics`` exports: cumulative loss and regret, rmse, error rate ...), the
 learner's last-step ``diagnostics`` and an index tracker's top ``holdings``.
 
 The SDK and the CLI read these, not the Prometheus text of ``/metrics`` (that is for
-scrapers). `model_samples` still reads that text, for code that fetched it with
-``metrics_text()``.
+scrapers).
 """
 
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
 from typing import Any
 
-DATA_PATH = "/v1/dashboard/data"
+
+def figures_path(quoted_model: str) -> str:
+    return f"/v1/models/{quoted_model}/figures"
+
+
 OUTCOMES = ("applied", "duplicate", "rejected")
 # diagnostics that hold a quantifier's estimated positive-class prevalence, in the order the
 # service's /metrics picks them (service/metrics/running.py; not imported: clients/ stands alone)
@@ -29,7 +31,8 @@ EXTRA_FIGURES = (
 
 
 def model_entry(body: Any, model: str) -> dict[str, Any]:
-    """The model's entry of a ``/v1/dashboard/data`` answer; empty parts when it is not there.
+    """The model's entry of a ``/figures`` answer (one model) or of a ``/v1/dashboard/data``
+    answer (every model); empty parts when it is not there.
 
     Examples
     --------
@@ -37,11 +40,14 @@ def model_entry(body: Any, model: str) -> dict[str, Any]:
     >>> model_entry(body, "m")["counters"], model_entry(body, "x")["figures"]
     ({'applied': 3}, {})
     """
+    if isinstance(body, dict) and "models" not in body:
+        body = {"models": [body]}  # one model's /figures
     models = body.get("models", []) if isinstance(body, dict) else []
     entry = next((m for m in models if isinstance(m, dict) and m.get("id") == model), {})
     return {
         "id": model,
         "kind": entry.get("kind"),
+        "version": entry.get("version"),  # /figures has it, the dashboard's feed does not
         "listed": bool(entry),
         "counters": dict(entry.get("counters") or {}),
         "figures": dict(entry.get("figures") or {}),
@@ -131,45 +137,4 @@ def flat_figures(entry: dict[str, Any]) -> dict[str, float]:
     for name, value in (entry.get("figures") or {}).items():
         if (number := _number(value)) is not None:
             out[name] = number
-    return out
-
-
-# --- the Prometheus text of /metrics (kept for ``metrics_text()`` callers) -------------------
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\S+)?$")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
-PREFIX = "onlinepredict_"
-
-
-@dataclass(frozen=True)
-class Sample:
-    name: str
-    labels: dict[str, str] = field(default_factory=dict)
-    value: float = math.nan
-
-
-def model_samples(text: str, model: str) -> list[Sample]:
-    """The samples of a Prometheus exposition labelled with ``model``, prefix
-    ``onlinepredict_`` stripped from the names.
-
-    Examples
-    --------
-    >>> text = 'onlinepredict_ensemble_weight{expert="3",model="m"} 0.5\\n# HELP x y\\nb 1e-3'
-    >>> [(s.name, s.labels, s.value) for s in model_samples(text, "m")]
-    [('ensemble_weight', {'expert': '3'}, 0.5)]
-    """
-    out = []
-    for line in text.splitlines():
-        m = _SAMPLE.match(line.strip())
-        if not m or line.lstrip().startswith("#"):
-            continue
-        labels = {
-            k: v.replace('\\"', '"').replace("\\\\", "\\") for k, v in _LABEL.findall(m[3] or "")
-        }
-        if labels.pop("model", None) != model:
-            continue
-        try:
-            value = float(m[4])
-        except ValueError:
-            continue
-        out.append(Sample(m[1].removeprefix(PREFIX), labels, value))
     return out

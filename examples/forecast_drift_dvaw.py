@@ -18,7 +18,7 @@ from _common import model_id, parser
 
 from clients import Client
 from clients.datasets import load_dataset
-from clients.metrics import model_samples
+from clients.metrics import ensemble_weights
 
 args = parser(__doc__.splitlines()[0], "drift-dvaw", 6000).parse_args()
 model = model_id(args)
@@ -43,11 +43,7 @@ api.wait_processed(model, before + len(rounds))
 
 # %% 4. Loss, regret against the best fixed linear predictor, and where the weight sits.
 figures = api.model_metrics(model)
-weights = {
-    s.labels["expert"]: s.value
-    for s in model_samples(api.metrics_text(), model)
-    if s.name == "ensemble_weight"
-}
+weights = ensemble_weights(api.model_snapshot(model))
 print(f"RMSE {figures['rmse']:.3f}, cumulative regret {figures['cumulative_regret']:.1f}")
 if weights:
     top = sorted(weights.items(), key=lambda kv: -kv[1])[:3]

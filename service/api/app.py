@@ -24,6 +24,7 @@ from service.api.routes import (
     capabilities,
     checkpoints,
     events,
+    figures,
     health,
     labels,
     models,
@@ -154,7 +155,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = ApiMetrics()
     errors.install(app)
-    for module in (predict, models, checkpoints, series, events, labels, capabilities, health):
+    routers = (predict, models, checkpoints, series, figures, events, labels, capabilities, health)
+    for module in routers:
         app.include_router(module.router)
     app.include_router(dashboard_router)
     app.include_router(docs_router)

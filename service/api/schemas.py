@@ -374,3 +374,23 @@ class SeriesOut(BaseModel):
     interval_s: float = Field(description="At most one point per this many seconds (0: off).")
     capacity: int = Field(description="Points kept per model; older ones are dropped.")
     points: list[SeriesPointOut] = Field(description="Oldest first.")
+
+
+class FiguresOut(BaseModel):
+    """A model's live figures, read from its latest checkpoint (the dashboard's feed shows
+    the same for every model)."""
+
+    id: str
+    kind: str
+    version: int = Field(description="Of the checkpoint read (0 before the first).")
+    counters: dict[str, int] = Field(description="applied, duplicate, rejected.")
+    figures: dict[str, float] = Field(
+        description="The values /metrics exports: cumulative_loss, cumulative_regret, rmse, "
+        "error_rate, tracking_error ... (which ones depends on the task)."
+    )
+    diagnostics: dict[str, float] = Field(description="The learner's last step.")
+    # pairs as lists, as the dashboard's feed has them (a tuple type makes an OpenAPI
+    # `items` array that schema validators reject)
+    holdings: list[list[str | float]] = Field(
+        description="An index tracker's largest positions, [asset, weight] each; else empty."
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,10 +29,12 @@ def _text(v: Any) -> str:
 
 
 async def read_snapshots(
-    redis: Any, keys: Keys, *, with_holdings: bool = False
+    redis: Any, keys: Keys, *, with_holdings: bool = False, models: Sequence[str] | None = None
 ) -> list[ModelSnapshot]:
-    """One snapshot per registered model (counters zero before the first checkpoint)."""
-    models = sorted(_text(m) for m in await redis.smembers(keys.models()))
+    """One snapshot per registered model, or per one of ``models`` that exists (counters
+    zero before the first checkpoint)."""
+    if models is None:
+        models = sorted(_text(m) for m in await redis.smembers(keys.models()))
     if not models:
         return []
     pipe = redis.pipeline(transaction=False)

@@ -26,7 +26,7 @@ from clients.errors import (
     error_for_status,
 )
 from clients.http import RetryPolicy
-from clients.metrics import ensemble_weights, model_entry, model_samples, summarize
+from clients.metrics import ensemble_weights, model_entry, summarize
 from tests.clients._client_support import free_port
 
 FAST_RETRY = RetryPolicy(attempts=3, backoff=0.01, max_backoff=0.05)
@@ -409,11 +409,15 @@ def test_metrics_summary_reads_the_json_feed() -> None:
 
 def test_metrics_json_and_exposition_agree(api: Client, pa_model: str) -> None:
     entry = api.model_snapshot(pa_model)  # no event sent: the counters stay where they are
+    assert entry["id"] == pa_model and entry["version"] == 0
     assert entry["listed"] and entry["kind"] == "pa"
+    from prometheus_client.parser import text_string_to_metric_families
+
     exposed = {
         s.labels["outcome"]: s.value
-        for s in model_samples(api.metrics_text(), pa_model)
-        if s.name == "events_total"
+        for family in text_string_to_metric_families(api.metrics_text())
+        for s in family.samples
+        if s.name == "onlinepredict_events_total" and s.labels.get("model") == pa_model
     }
     assert exposed == {o: float(n) for o, n in entry["counters"].items()} == {
         "applied": 0.0, "duplicate": 0.0, "rejected": 0.0

@@ -628,6 +628,7 @@ def test_openapi_is_complete(client: TestClient) -> None:
         ("/v1/models/{model_id}/checkpoints", "get"),
         ("/v1/models/{model_id}/rollback", "post"),
         ("/v1/models/{model_id}/series", "get"),
+        ("/v1/models/{model_id}/figures", "get"),
         ("/healthz", "get"),
         ("/readyz", "get"),
         ("/metrics", "get"),

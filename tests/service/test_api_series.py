@@ -204,3 +204,32 @@ def test_dashboard_feed_lists_the_demo_model_first(make_settings: Any) -> None:
             create(c, mid)
         ids = [m["id"] for m in c.get("/v1/dashboard/data").json()["models"]]
     assert ids == [MODEL_ID, "aaa-first-by-name", "zzz-last"]
+
+
+def test_figures_of_one_model_are_its_entry_of_the_dashboard_feed(
+    client: TestClient, series_settings: Settings
+) -> None:
+    mid = create(client)
+    before = client.get(f"/v1/models/{mid}/figures")
+    assert before.status_code == 200, before.text
+    assert before.json() == {
+        "id": mid,
+        "kind": "pa",
+        "version": 0,
+        "counters": {"applied": 0, "duplicate": 0, "rejected": 0},
+        "figures": {},
+        "diagnostics": {},
+        "holdings": [],
+    }
+    version = write_state(
+        series_settings, mid, pa_with_weights([1.0, 2.0, 3.0]), 0, offset=6, applied=7,
+        stats=stats_blob(7),
+    )  # fmt: skip
+    body = client.get(f"/v1/models/{mid}/figures").json()
+    assert body["version"] == version and body["counters"]["applied"] == 7
+    assert body["figures"]["labelled_events"] == 7 and body["figures"]["rmse"] > 0
+    feed = client.get("/v1/dashboard/data").json()["models"]
+    entry = next(m for m in feed if m["id"] == mid)
+    assert {k: body[k] for k in entry} == entry
+    missing = client.get("/v1/models/no-such-model/figures")
+    assert missing.status_code == 404 and "no-such-model" in missing.json()["detail"]

@@ -1,0 +1,39 @@
+"""A model's live figures as JSON: what ``/metrics`` exports for it, for the SDK and CLI
+(``clients/metrics.py``), read from its latest checkpoint."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, status
+
+from service.api.deps import ModelDep, StoreDep
+from service.api.routes._common import errors
+from service.api.schemas import FiguresOut
+from service.api.security import ReadKey
+from service.metrics.snapshots import read_snapshots
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+
+
+@router.get(
+    "/{model_id}/figures",
+    response_model=FiguresOut,
+    dependencies=[ReadKey],
+    responses=errors(401, 404, 422, 503),
+)
+async def model_figures(model: ModelDep, store: StoreDep) -> FiguresOut:
+    """Counters, running figures (cumulative loss and regret, rmse, error rate ...), the
+    learner's last-step diagnostics and an index tracker's top holdings, as of the model's
+    latest checkpoint; zeros and empty before the first."""
+    snaps = await read_snapshots(store.redis, store.keys, with_holdings=True, models=[model.id])
+    if not snaps:  # deleted between the spec read and this one
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no model with id {model.id!r}")
+    s = snaps[0]
+    return FiguresOut(
+        id=s.model,
+        kind=s.kind,
+        version=s.version,
+        counters=s.counters,
+        figures=s.figures,
+        diagnostics=s.diagnostics,
+        holdings=[[name, weight] for name, weight in s.holdings],
+    )
