@@ -16,11 +16,10 @@ from prometheus_client import (
     generate_latest,
 )
 
-from learners.codec import decode_state
 from service.api.store import ApiStore
 from service.metrics.build import BuildInfoCollector
-from service.metrics.exposition import ModelSnapshot, SnapshotCollector
-from service.metrics.running import RunningStats
+from service.metrics.exposition import SnapshotCollector
+from service.metrics.snapshots import read_snapshots
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +52,7 @@ class ApiMetrics:
         """Exposition text; model figures are left out (and logged) while Redis is down."""
         models: bytes = b""
         try:
-            snapshots = await snapshots_from_store(store)
+            snapshots = await read_snapshots(store.redis, store.keys)
             deadletters = await store.deadletters()
         except Exception as exc:  # noqa: BLE001 - a scrape must not fail with Redis down
             logger.warning("/metrics: cannot read Redis: %s", exc)
@@ -64,20 +63,3 @@ class ApiMetrics:
             one_shot.register(SnapshotCollector(snapshots, deadletters))  # type: ignore[arg-type]
             models = generate_latest(one_shot)
         return generate_latest(self.registry) + models
-
-
-async def snapshots_from_store(store: ApiStore) -> list[ModelSnapshot]:
-    specs = {s["id"]: s for s in await store.list_specs()}
-    rows = await store.counters_and_stats(sorted(specs))
-    snaps = []
-    for m, (counters, stats) in rows.items():
-        snap = ModelSnapshot(model=m, kind=str(specs[m].get("kind", "")), counters=counters)
-        if stats:
-            try:
-                running = RunningStats.from_state(decode_state(stats))
-                snap.figures = running.figures()
-                snap.diagnostics = dict(running.last)
-            except Exception as exc:  # noqa: BLE001 - counters still go out
-                logger.warning("/metrics: stats of model %r unreadable: %s", m, exc)
-        snaps.append(snap)
-    return snaps

@@ -163,22 +163,6 @@ class ApiStore:
             out[m] = status
         return out
 
-    async def counters_and_stats(
-        self, models: list[str]
-    ) -> dict[str, tuple[dict[str, int], bytes | None]]:
-        """Per model: the event counters (and ``halted``: 1 when the model stopped
-        learning) and the running-statistics blob (not the state)."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for m in models:
-                pipe.hmget(self.keys.state(m), [*COUNTERS, "halted", "stats"])
-            rows = await pipe.execute()
-        out = {}
-        for m, row in zip(models, rows, strict=True):
-            counts = {c: int(v or 0) for c, v in zip(COUNTERS, row, strict=False)}
-            counts["halted"] = int(bool(row[-2]))
-            out[m] = (counts, row[-1] or None)
-        return out
-
     async def model_ids(self) -> list[str]:
         return await registry.list_model_ids(self.redis, self.keys)
 

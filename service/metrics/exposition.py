@@ -30,6 +30,7 @@ class ModelSnapshot:
     figures: dict[str, float] = field(default_factory=dict)
     diagnostics: dict[str, float] = field(default_factory=dict)
     holdings: list[tuple[str, float]] = field(default_factory=list)  # index trackers only
+    halted: bool = False  # the model stopped learning (service/worker/divergence.py)
 
 
 # figure name -> (metric suffix, help, extra labels)
@@ -102,7 +103,7 @@ def model_families(snapshots: Iterable[ModelSnapshot]) -> Iterator[Metric]:
     for s in snaps:
         for outcome in OUTCOMES:
             events.add_metric([s.model, outcome], float(s.counters.get(outcome, 0)))
-        halted.add_metric([s.model], float(s.counters.get("halted", 0)))
+        halted.add_metric([s.model], float(s.halted))
         if "mistakes" in s.figures:
             mistakes.add_metric([s.model], s.figures["mistakes"])
         for name, value in s.figures.items():

@@ -17,6 +17,11 @@ from learners.base import StateSize
 from service.metrics.regret import RegretTracker
 
 WINDOW = 100  # events in the sliding tracking-error window
+# Regret needs the d x d sums of x x^T: O(d^2) bytes in every checkpoint (and each kept one)
+# and an O(d^3) solve per read, whatever the learner costs (pa is O(d), up to 100,000 dims).
+# Above this dimension it is not tracked and ``cumulative_regret`` is not reported
+# (docs/design.md, "Metrics"); 256 keeps the sums at 512 KiB.
+REGRET_MAX_DIM = 256
 KLD_EPS_FLOOR = 1e-3  # smoothing of the prevalence KLD (docs/algorithms/nemsis.md)
 
 
@@ -37,15 +42,16 @@ class RunningStats:
         self.log_excess = 0.0  # sum log(1+yhat) - log(1+y), index trackers (ECR)
         self.turnover = 0.0
         self.ring = np.zeros(window)  # last squared errors, for the windowed RMSE
-        self.regret = RegretTracker(dim) if task == "regression" else None
+        tracked = task == "regression" and dim <= REGRET_MAX_DIM
+        self.regret = RegretTracker(dim) if tracked else None
         self.last: dict[str, float] = {}  # the last step's learner diagnostics
 
     @staticmethod
     def state_size(task: str, dim: int, window: int = WINDOW) -> StateSize:
         """The bytes of the arrays ``state()`` checkpoints, before any exists: the ring of
-        ``window`` squared errors and, for regression, the regret sums A (d x d) and b (d).
-        The last step's diagnostics (a few numbers) are not counted."""
-        if task != "regression":
+        ``window`` squared errors and, for regression up to ``REGRET_MAX_DIM``, the regret
+        sums A (d x d) and b (d). The last step's diagnostics (a few numbers) are not counted."""
+        if task != "regression" or dim > REGRET_MAX_DIM:
             return StateSize.of((8 * window, "", 1))
         return StateSize.of((8, "d^2", dim * dim), (8, "d", dim), (8 * window, "", 1))
 
@@ -102,7 +108,8 @@ class RunningStats:
         """Exported values, by metric suffix (see ``service.metrics.exposition``)."""
         out: dict[str, float] = {"cumulative_loss": self.loss_sum, "labelled_events": self.n}
         if self.task == "regression":
-            out["cumulative_regret"] = self.regret.regret() if self.regret else 0.0
+            if self.regret is not None:
+                out["cumulative_regret"] = self.regret.regret()
             if self.n:
                 k = min(self.n, self.window)
                 out["rmse"] = math.sqrt(self.sq_err / self.n)
@@ -162,7 +169,10 @@ class RunningStats:
         rs.ring = np.array(s["ring"], dtype=np.float64)
         keys = str(s["last_keys"]).split("\x1f") if s["last_keys"] else []
         rs.last = dict(zip(keys, map(float, s["last_values"]), strict=True))
-        if rs.regret is not None:
+        if "A" not in s:
+            rs.regret = None
+        else:  # tracked when it was made (a model from before the bound keeps its sums)
+            rs.regret = rs.regret or RegretTracker(rs.dim)
             rs.regret.A_ = np.array(s["A"], dtype=np.float64)
             rs.regret.b_ = np.array(s["b"], dtype=np.float64)
             rs.regret.c_ = float(s["c"])

@@ -1,8 +1,11 @@
-"""Read every model's checkpointed counters and running statistics from Redis.
+"""Read models' checkpointed counters and figures from Redis: the one reader behind
+``/metrics``, ``/v1/models/{id}/figures``, the dashboard's feed and its series sampler.
 
-Workers write, per model, the ``model:{id}:state`` hash (see ``service.store.keys``); its
-``stats`` field holds the codec blob of ``RunningStats.state()``. This module turns those
-hashes into ``ModelSnapshot``s for ``/metrics`` and the built-in dashboard.
+Workers write, per model, the ``model:{id}:state`` hash (see ``service.store.keys``). Its
+``figures`` field (JSON, ``service/metrics/figures.py``) holds what a reader shows, computed
+when the checkpoint was written, so a read never decodes statistics or solves the regret
+system. A checkpoint written before that field existed is read the old way, from its
+``stats`` blob (and its learner state, for holdings), until its model's next write.
 """
 
 from __future__ import annotations
@@ -14,14 +17,15 @@ from typing import Any
 
 import numpy as np
 
+import learners
 from learners.codec import StateCodecError, decode_state
+from service.metrics import figures as figs
 from service.metrics.exposition import OUTCOMES, ModelSnapshot
 from service.metrics.running import RunningStats
 from service.store.keys import Keys
 
 logger = logging.getLogger(__name__)
-TOP_HOLDINGS = 10
-SNAPSHOT_FIELDS = ("version", *OUTCOMES, "stats")  # what a snapshot reads besides holdings
+FIELDS = ("version", *OUTCOMES, "halted", "figures")
 
 
 def _text(v: Any) -> str:
@@ -32,7 +36,7 @@ async def read_snapshots(
     redis: Any, keys: Keys, *, with_holdings: bool = False, models: Sequence[str] | None = None
 ) -> list[ModelSnapshot]:
     """One snapshot per registered model, or per one of ``models`` that exists (counters
-    zero before the first checkpoint)."""
+    zero before the first checkpoint); ``holdings`` is filled when ``with_holdings``."""
     if models is None:
         models = sorted(_text(m) for m in await redis.smembers(keys.models()))
     if not models:
@@ -40,47 +44,57 @@ async def read_snapshots(
     pipe = redis.pipeline(transaction=False)
     for m in models:
         pipe.get(keys.spec(m))
-        if with_holdings:
-            pipe.hgetall(keys.state(m))
-        else:  # not the learner's state blob, which can be large (the series sampler)
-            pipe.hmget(keys.state(m), SNAPSHOT_FIELDS)
+        pipe.hmget(keys.state(m), FIELDS)
     replies = await pipe.execute()
     out: list[ModelSnapshot] = []
+    legacy: list[tuple[ModelSnapshot, dict[str, Any]]] = []
     for i, model in enumerate(models):
-        raw_spec, state = replies[2 * i], replies[2 * i + 1]
+        raw_spec, row = replies[2 * i], replies[2 * i + 1]
         if raw_spec is None:
             continue  # deleted between SMEMBERS and GET
         spec = json.loads(raw_spec)
-        if isinstance(state, list):
-            state = {k: v for k, v in zip(SNAPSHOT_FIELDS, state, strict=True) if v is not None}
-        fields = {_text(k): v for k, v in (state or {}).items()}
+        f = dict(zip(FIELDS, row, strict=True))
         snap = ModelSnapshot(model=model, kind=str(spec.get("kind", "")))
-        snap.version = int(fields.get("version", 0) or 0)
-        snap.counters = {o: int(fields.get(o, 0)) for o in OUTCOMES}
-        blob = fields.get("stats")
-        if blob:
-            try:
-                stats = RunningStats.from_state(decode_state(blob))
-            except (StateCodecError, KeyError, ValueError) as exc:
-                logger.warning("model %s: unreadable running statistics: %s", model, exc)
-            else:
-                snap.figures = stats.figures()
-                snap.diagnostics = dict(stats.last)
-        if with_holdings and fields.get("state"):
-            snap.holdings = _holdings(fields["state"], spec)
+        snap.version = int(f["version"] or 0)
+        snap.counters = {o: int(f[o] or 0) for o in OUTCOMES}
+        snap.halted = bool(f["halted"])
         out.append(snap)
+        if f["figures"]:
+            try:
+                read = figs.decode(f["figures"])
+            except (ValueError, TypeError) as exc:
+                logger.warning("model %s: unreadable figures: %s", model, exc)
+                continue
+            snap.figures, snap.diagnostics = read.figures, read.diagnostics
+            snap.holdings = read.holdings if with_holdings else []
+        elif snap.version > 0:
+            legacy.append((snap, spec))
+    if legacy:
+        await _read_legacy(redis, keys, legacy, with_holdings)
     return out
 
 
-def _holdings(blob: bytes, spec: dict[str, Any]) -> list[tuple[str, float]]:
-    """Top positions of an index tracker (largest weights), by asset name where known."""
-    try:
-        state = decode_state(blob)
-    except StateCodecError:
-        return []
-    w = state.get("w_")
-    if spec.get("kind") != "apas" or not isinstance(w, np.ndarray):
-        return []
-    names = spec.get("assets") or [f"asset_{i}" for i in range(w.shape[0])]
-    order = np.argsort(-w)[:TOP_HOLDINGS]
-    return [(str(names[i]), float(w[i])) for i in order if w[i] > 1e-6]
+async def _read_legacy(
+    redis: Any, keys: Keys, snaps: list[tuple[ModelSnapshot, dict[str, Any]]], holdings: bool
+) -> None:
+    """Figures of checkpoints without a ``figures`` field, from their ``stats`` blob."""
+    pipe = redis.pipeline(transaction=False)
+    wanted = ["stats", "state"] if holdings else ["stats"]
+    for snap, _ in snaps:
+        pipe.hmget(keys.state(snap.model), wanted)
+    for (snap, spec), row in zip(snaps, await pipe.execute(), strict=True):
+        if row[0]:
+            try:
+                stats = RunningStats.from_state(decode_state(row[0]))
+            except (StateCodecError, KeyError, ValueError) as exc:
+                logger.warning("model %s: unreadable running statistics: %s", snap.model, exc)
+            else:
+                snap.figures = stats.figures()
+                snap.diagnostics = dict(stats.last)
+        if holdings and row[1] and figs.is_index_tracker(snap.kind):
+            try:
+                learner = learners.load_state(decode_state(row[1]))
+            except (StateCodecError, KeyError, ValueError, TypeError):
+                continue
+            w = np.asarray(learner.weights, dtype=np.float64)  # type: ignore[attr-defined]
+            snap.holdings = figs.top_holdings(w, figs.asset_names(spec.get("assets"), len(w)))

@@ -20,7 +20,8 @@ One model's checkpoint is written by one Lua script (atomic, single hash slot th
    ``partition``/``offset``/``event_id``, the counters ``applied``/``duplicate``/
    ``rejected``, ``ids_sum`` (sum mod 2**64 of :func:`id_hash` over applied ids, an
    order-independent exactly-once witness), ``stats`` (codec blob of the running metrics),
-   ``worker``, ``updated_at``, ``token`` (this write's) and ``barrier``
+   ``worker``, ``updated_at``, ``token`` (this write's), ``figures`` (JSON of the figures
+   read at this write, for readers that must not decode ``stats``) and ``barrier``
    (``partition:offset:event_id`` of the last rollback control event decided, or empty;
    see ``docs/checkpoints.md``), and clears
    ``halted`` (why the model had stopped learning; service/worker/divergence.py);
@@ -77,7 +78,7 @@ local nv = ver + 1
 redis.call('HSET', KEYS[1], 'state', ARGV[6], 'version', nv, 'partition', ARGV[3],
   'offset', ARGV[4], 'event_id', ARGV[5], 'applied', ARGV[7], 'duplicate', ARGV[8],
   'rejected', ARGV[9], 'ids_sum', ARGV[10], 'stats', ARGV[11], 'worker', ARGV[14],
-  'updated_at', ARGV[15], 'barrier', ARGV[16], 'token', ARGV[19])
+  'updated_at', ARGV[15], 'barrier', ARGV[16], 'token', ARGV[19], 'figures', ARGV[21])
 redis.call('HDEL', KEYS[1], 'halted')
 local hkeep = tonumber(ARGV[12])
 if hkeep > 0 then
@@ -92,10 +93,10 @@ if ARGV[17] ~= '' then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '(' .. ARGV[17], '+inf')
 end
 local skeep = tonumber(ARGV[13])
-local n = tonumber(ARGV[21])
+local n = tonumber(ARGV[22])
 if skeep > 0 and n > 0 then
   for i = 1, n do
-    redis.call('ZADD', KEYS[3], tonumber(ARGV[21 + 2 * i - 1]), ARGV[21 + 2 * i])
+    redis.call('ZADD', KEYS[3], tonumber(ARGV[22 + 2 * i - 1]), ARGV[22 + 2 * i])
   end
   redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(skeep + 1))
 end
@@ -180,6 +181,7 @@ class CheckpointWrite:
     incarnation: str = ""  # the spec's; "" for a spec made before incarnations
     token: str = ""  # this write's random token (stored with it)
     expected_token: str = ""  # the token of the version the writer loaded ("" for none)
+    figures: bytes = b""  # the figures read at this write, JSON (service/metrics/figures.py)
 
 
 @dataclass(frozen=True)
@@ -424,6 +426,7 @@ async def write_checkpoints(
                 w.incarnation,
                 w.token,
                 w.expected_token,
+                w.figures,
                 len(w.new_ids),
                 *seen_args,
             ]

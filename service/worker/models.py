@@ -28,6 +28,7 @@ import numpy as np
 import learners
 from learners.base import StepReport
 from learners.codec import decode_state, encode_state
+from service.metrics import figures
 from service.metrics.running import RunningStats
 from service.store.checkpoints import (
     CheckpointWrite,
@@ -369,6 +370,9 @@ class ModelRuntime:
             token=new_token(),
             expected_token=self.token,
             stats=encode_state(self.stats.state()),
+            figures=figures.encode(
+                figures.of_model(self.stats, self.learner, self.spec.get("assets"))
+            ),
             new_ids=list(self.new_ids),
             rewind=self.rewind,
             barrier=self.barrier,

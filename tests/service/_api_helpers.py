@@ -73,8 +73,10 @@ def write_state(
     offset: int,
     applied: int = 0,
     stats: bytes = b"",
+    figures: bytes = b"",
 ) -> int:
-    """Checkpoint ``learner`` as the worker would; returns the new version."""
+    """Checkpoint ``learner`` as the worker would (``figures`` empty: as a worker from
+    before the ``figures`` field did); returns the new version."""
     write = CheckpointWrite(
         model=model,
         topic=settings.events_topic,
@@ -83,6 +85,7 @@ def write_state(
         counters=Counters(applied=applied),
         expected_version=expected_version,
         stats=stats,
+        figures=figures,
     )
 
     async def go(redis: Redis, keys: Keys) -> int:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
@@ -486,6 +487,8 @@ def test_label_for_unknown_or_expired_prediction_is_404(
 
     async def expire(redis, keys):  # type: ignore[no-untyped-def]
         await redis.pexpire(keys.prediction(mid, pid), 1)
+        while await redis.exists(keys.prediction(mid, pid)):  # expired once 1 ms has passed
+            await asyncio.sleep(0.002)
 
     redis_call(api_settings, expire)
     r = client.post(f"/v1/models/{mid}/labels", json={"prediction_id": pid, "y": 1.0})

@@ -231,5 +231,14 @@ def test_figures_of_one_model_are_its_entry_of_the_dashboard_feed(
     feed = client.get("/v1/dashboard/data").json()["models"]
     entry = next(m for m in feed if m["id"] == mid)
     assert {k: body[k] for k in entry} == entry
+    # a checkpoint with its figures stored: they are read as stored, the statistics unread
+    stored = b'{"figures":{"rmse":9.5},"diagnostics":{"epsilon":0.25},"holdings":[["a",1.0]]}'
+    write_state(
+        series_settings, mid, pa_with_weights([1.0, 2.0, 3.0]), version, offset=7, applied=8,
+        stats=b"not a codec blob", figures=stored,
+    )  # fmt: skip
+    body = client.get(f"/v1/models/{mid}/figures").json()
+    assert (body["figures"], body["diagnostics"]) == ({"rmse": 9.5}, {"epsilon": 0.25})
+    assert body["holdings"] == [["a", 1.0]] and body["counters"]["applied"] == 8
     missing = client.get("/v1/models/no-such-model/figures")
     assert missing.status_code == 404 and "no-such-model" in missing.json()["detail"]

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 import learners
 from service.api import create_app
 from service.config import Settings
-from service.metrics.running import RunningStats
+from service.metrics.running import REGRET_MAX_DIM, RunningStats
 
 pytestmark = pytest.mark.service
 
@@ -46,10 +46,11 @@ def test_vaw_too_big_for_the_budget_is_a_422_naming_formula_and_figure(
     r = client.post("/v1/models", json={"id": mid, "kind": "vaw", "dim": 100_000})
     assert r.status_code == 422, r.text
     detail = r.json()["detail"]
-    # 16 d^2 + 16 d + 16 for VAW, 8 d^2 + 8 d + 800 of regret statistics: 223.5 GiB
+    # 16 d^2 + 16 d + 16 for VAW, the 800-byte error ring (no regret sums above
+    # REGRET_MAX_DIM): 149.0 GiB
     assert detail == (
-        "vaw with dim 100000 needs 223.5 GiB of state (16*d^2 + 16*d + 16 bytes for the"
-        " learner + 8*d^2 + 8*d + 800 bytes of running statistics); this server's budget"
+        "vaw with dim 100000 needs 149.0 GiB of state (16*d^2 + 16*d + 16 bytes for the"
+        " learner + 800 bytes of running statistics); this server's budget"
         " is 256.0 MiB (ONLINEPREDICT_MAX_STATE_BYTES)"
     )
     assert client.get(f"/v1/models/{mid}").status_code == 404  # nothing stored
@@ -57,18 +58,17 @@ def test_vaw_too_big_for_the_budget_is_a_422_naming_formula_and_figure(
 
 
 def test_the_budget_counts_the_running_statistics_too(client: TestClient) -> None:
-    """The largest vaw that fits: one more feature and the regret sums tip it over."""
+    """The largest vaw that fits: one more feature and learner + statistics do not."""
     budget = 256 * MiB
 
     def total(d: int) -> int:
         return learners.state_size("vaw", d).bytes + RunningStats.state_size("regression", d).bytes
 
-    d = max(d for d in range(3000, 4000) if total(d) <= budget)
-    assert learners.state_size("vaw", d + 1).bytes <= budget < total(d + 1)
+    d = max(d for d in range(3000, 5000) if total(d) <= budget)
     ok = client.post("/v1/models", json={"id": new_id("edge"), "kind": "vaw", "dim": d})
     assert ok.status_code == 201, ok.text
     r = client.post("/v1/models", json={"id": new_id("edge"), "kind": "vaw", "dim": d + 1})
-    assert r.status_code == 422 and "running statistics" in r.json()["detail"]
+    assert r.status_code == 422 and "800 bytes of running statistics" in r.json()["detail"]
 
 
 def test_formula_names_the_hyperparameters_that_matter(client: TestClient) -> None:
@@ -83,7 +83,7 @@ def test_formula_names_the_hyperparameters_that_matter(client: TestClient) -> No
 def test_small_models_are_still_created(client: TestClient) -> None:
     for spec in (
         {"kind": "vaw", "dim": 100},
-        {"kind": "pa", "dim": 5000},  # 200 MB of regret statistics
+        {"kind": "pa", "dim": 100_000},  # O(d), and no regret statistics above 256
         {"kind": "perceptron", "dim": 100_000},  # O(d), no regret statistics
         {"kind": "arow", "dim": 50_000, "params": {"diagonal": True}},
     ):
@@ -93,11 +93,13 @@ def test_small_models_are_still_created(client: TestClient) -> None:
         assert client.get(f"/v1/models/{mid}").status_code == 200
 
 
-def test_a_regression_model_pays_for_its_regret_statistics(client: TestClient) -> None:
-    """An O(d) regressor is refused at a dim whose d x d regret sums would not fit."""
-    r = client.post("/v1/models", json={"id": new_id("pa"), "kind": "pa", "dim": 100_000})
-    assert r.status_code == 422, r.text
-    assert "needs 74.5 GiB of state (8*d bytes for the learner" in r.json()["detail"]
+def test_regret_statistics_are_paid_for_up_to_their_bound_only(tiny_client: TestClient) -> None:
+    """A regressor keeps the d x d regret sums up to ``REGRET_MAX_DIM`` features (the budget
+    counts them); above, it keeps none and reports no regret (docs/design.md, "Metrics")."""
+    for dim, stats in ((REGRET_MAX_DIM, "8*d^2 + 8*d + 800"), (REGRET_MAX_DIM + 1, "800")):
+        r = tiny_client.post("/v1/models", json={"id": new_id("pa"), "kind": "pa", "dim": dim})
+        assert r.status_code == 422, r.text
+        assert f"(8*d bytes for the learner + {stats} bytes of running" in r.json()["detail"]
 
 
 def test_a_bad_spec_keeps_its_own_message(client: TestClient) -> None:

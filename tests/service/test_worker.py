@@ -12,9 +12,11 @@ import random
 import pytest
 from redis.asyncio import Redis
 
-from learners.codec import encode_state
+from learners.codec import decode_state, encode_state
 from service.embedded import free_port, start_broker
 from service.embedded.topics import ensure_topics
+from service.metrics import figures
+from service.metrics.running import RunningStats
 from service.store import registry
 from service.store.checkpoints import ids_sum, read_seen, read_state
 from service.store.keys import Keys
@@ -111,6 +113,12 @@ async def test_worker_matches_replay_and_drops_duplicates(worker_settings, redis
         s = await read_state(r, keys, m)
         assert s.stamp.event_id == last[m]
         assert len(await read_seen(r, keys, m)) == s.counters.applied
+        # the figures readers get were computed at this write, from these statistics
+        carried = figures.decode(await r.hget(keys.state(m), "figures"))
+        assert (
+            s.stats is not None
+            and carried.figures == RunningStats.from_state(decode_state(s.stats)).figures()
+        )
     await r.aclose()
 
 

@@ -25,22 +25,15 @@ from service.api.schemas import (
     QuantifyResponse,
 )
 from service.api.security import ReadKey, WriteKey
+from service.metrics.figures import asset_names, is_index_tracker
 
 router = APIRouter(prefix="/v1/models", tags=["tasks"])
 
 #: Kinds whose ``weights`` is a portfolio (the endpoint is specific to index tracking).
-INDEX_TRACKER_KINDS = frozenset({"apas"})
 
 
 def _kinds_with(attr: str) -> list[str]:
     return sorted(k for k, cls in learners.REGISTRY.items() if callable(getattr(cls, attr, None)))
-
-
-def is_index_tracker(kind: str) -> bool:
-    cls = learners.REGISTRY.get(kind)
-    return cls is not None and (
-        kind in INDEX_TRACKER_KINDS or bool(getattr(cls, "index_tracker", False))
-    )
 
 
 def _unsupported(spec: ModelSpec, what: str, kinds: list[str]) -> NotSupported:
@@ -93,7 +86,7 @@ async def portfolio(
         raise _unsupported(model, "portfolios (index tracking)", kinds)
     served = await cache.get(model)
     w = [float(v) for v in served.learner.weights]  # type: ignore[attr-defined]
-    names = model.assets or [f"x{i}" for i in range(model.dim)]
+    names = asset_names(model.assets, model.dim)
     weights = dict(zip(names, w, strict=True))
     order = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
     return PortfolioResponse(
