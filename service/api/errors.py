@@ -1,6 +1,11 @@
 """Exception handlers: docs/design.md's status codes, never a 500 on user input.
 
 Every error body is ``{"detail": "<readable message>"}`` (validation errors add ``errors``).
+
+Bad input is a 422 only when it is said to be: the request schemas' validation
+(``RequestValidationError``) and ``InvalidInput``, which the routes raise, or convert a
+learner's ``ValueError`` to where the learner checks what the client sent. Any other
+exception, a ``ValueError`` included, is a bug: a logged 500 with a generic message.
 """
 
 from __future__ import annotations
@@ -105,7 +110,6 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(InvalidInput, _invalid_input)
-    app.add_exception_handler(ValueError, _invalid_input)  # until every input error is one
     app.add_exception_handler(NotSupported, _not_supported)
     app.add_exception_handler(RedisError, _redis_down)
     app.add_exception_handler(KafkaError, _kafka_down)
