@@ -1,6 +1,11 @@
 """Exception handlers: docs/design.md's status codes, never a 500 on user input.
 
 Every error body is ``{"detail": "<readable message>"}`` (validation errors add ``errors``).
+
+Bad input is a 422 only when it is said to be: the request schemas' validation
+(``RequestValidationError``) and ``InvalidInput``, which the routes raise, or convert a
+learner's ``ValueError`` to where the learner checks what the client sent. Any other
+exception, a ``ValueError`` included, is a bug: a logged 500 with a generic message.
 """
 
 from __future__ import annotations
@@ -22,6 +27,12 @@ from service.api.serving import CheckpointUnreadable
 logger = logging.getLogger(__name__)
 
 RETRY = {"Retry-After": "5"}  # seconds; 503s are transient outages
+
+
+class InvalidInput(Exception):
+    """The client's input is wrong (422 with this message): a dimension, a limit, a label the
+    learner refuses, a malformed header. Deliberately not a ``ValueError``: a ``ValueError``
+    from a bug must not reach the client as an input error."""
 
 
 class NotSupported(Exception):
@@ -67,7 +78,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return await http_exception_handler(request, exc)
 
 
-async def _value_error(_: Request, exc: Exception) -> JSONResponse:
+async def _invalid_input(_: Request, exc: Exception) -> JSONResponse:
     return _error(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc) or type(exc).__name__)
 
 
@@ -98,7 +109,7 @@ async def _bug(request: Request, exc: Exception) -> JSONResponse:
 def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(ValueError, _value_error)
+    app.add_exception_handler(InvalidInput, _invalid_input)
     app.add_exception_handler(NotSupported, _not_supported)
     app.add_exception_handler(RedisError, _redis_down)
     app.add_exception_handler(KafkaError, _kafka_down)

@@ -13,6 +13,8 @@ from typing import Annotated, Protocol
 
 from fastapi import Depends, Header, Request
 
+from service.api.errors import InvalidInput
+
 HEADER = "Idempotency-Key"
 MAX_KEY_CHARS = 255
 
@@ -27,20 +29,21 @@ DESCRIPTION = (
 )
 
 
-class KeyReused(ValueError):
+class KeyReused(InvalidInput):
     """The key came with another request body before (422, with this message)."""
 
 
 def parse_key(raw: str) -> str:
     """The key from the header value: an RFC 8941 sf-string (``"..."`` with ``\\"`` and
-    ``\\\\`` escapes), or, leniently, the bare characters (curl users rarely quote)."""
+    ``\\\\`` escapes), or, leniently, the bare characters (curl users rarely quote);
+    ``InvalidInput`` (422) saying what is wrong otherwise."""
     value = raw.strip()
     if value.startswith('"'):
         value = _unquote(value)
     if not 1 <= len(value) <= MAX_KEY_CHARS:
-        raise ValueError(f"{HEADER} must have 1-{MAX_KEY_CHARS} characters, got {len(value)}")
+        raise InvalidInput(f"{HEADER} must have 1-{MAX_KEY_CHARS} characters, got {len(value)}")
     if any(not " " <= ch <= "~" for ch in value):
-        raise ValueError(f"{HEADER} must be printable ASCII")
+        raise InvalidInput(f"{HEADER} must be printable ASCII")
     return value
 
 
@@ -52,15 +55,15 @@ def _unquote(value: str) -> str:
         if ch == "\\":
             _, nxt = next(chars, (0, ""))
             if nxt not in ('"', "\\"):
-                raise ValueError(f'{HEADER}: only \\" and \\\\ may be escaped')
+                raise InvalidInput(f'{HEADER}: only \\" and \\\\ may be escaped')
             out.append(nxt)
         elif ch == '"':
             if i != len(value) - 1:
-                raise ValueError(f'{HEADER}: characters after the closing "')
+                raise InvalidInput(f'{HEADER}: characters after the closing "')
             return "".join(out)
         else:
             out.append(ch)
-    raise ValueError(f"{HEADER}: an unterminated quoted string")
+    raise InvalidInput(f"{HEADER}: an unterminated quoted string")
 
 
 def key_digest(key: str) -> str:
@@ -117,7 +120,7 @@ async def idempotency_key(
     if not values:
         return None
     if len(values) > 1:  # the draft: clients MUST NOT send more than one
-        raise ValueError(f"send one {HEADER} header, got {len(values)}")
+        raise InvalidInput(f"send one {HEADER} header, got {len(values)}")
     return parse_key(values[0])
 
 

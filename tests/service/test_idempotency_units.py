@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from service.api.errors import InvalidInput
 from service.api.idempotency import (
     KeyReused,
     derived_event_id,
@@ -46,7 +47,7 @@ def test_parse_key_takes_the_sf_string_or_bare_characters(raw: str, key: str) ->
     ],
 )
 def test_parse_key_refuses_malformed_values_readably(raw: str, needle: str) -> None:
-    with pytest.raises(ValueError, match="Idempotency-Key") as err:
+    with pytest.raises(InvalidInput, match="Idempotency-Key") as err:
         parse_key(raw)
     assert needle in str(err.value)
 
@@ -74,9 +75,10 @@ def test_fingerprint_tells_operations_and_bodies_apart() -> None:
     assert len(key_digest("any key { * ? }")) == 64
 
 
-def test_the_reused_key_error_is_a_422_value_error_that_says_what_to_do() -> None:
+def test_the_reused_key_error_is_a_422_invalid_input_that_says_what_to_do() -> None:
     err = KeyReused(reused_message("POST /v1/models/m/events"))
-    assert isinstance(err, ValueError)  # the API's ValueError handler answers 422
+    assert isinstance(err, InvalidInput)  # the API's InvalidInput handler answers 422
+    assert not isinstance(err, ValueError)  # a ValueError is a bug's, a 500
     assert str(err) == (
         "Idempotency-Key was used before with another request body on POST /v1/models/m/events:"
         " a key names one operation; retry it with the same body, or send a new key for a new"

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from service.api.errors import InvalidInput
 from service.api.schemas import ErrorResponse, ModelSpec
 from service.config import Settings
 
@@ -28,12 +29,12 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 def check_vectors(
     spec: ModelSpec, rows: Sequence[Sequence[float]], settings: Settings, what: str
 ) -> None:
-    """Batch size and dimension limits; ``ValueError`` (422) with a readable message."""
+    """Batch size and dimension limits; ``InvalidInput`` (422) with a readable message."""
     if len(rows) > settings.max_batch:
-        raise ValueError(f"{what}: at most {settings.max_batch} per request, got {len(rows)}")
+        raise InvalidInput(f"{what}: at most {settings.max_batch} per request, got {len(rows)}")
     for i, row in enumerate(rows):
         if len(row) != spec.dim:
-            raise ValueError(
+            raise InvalidInput(
                 f"{what}[{i}] must have dimension {spec.dim} (model {spec.id!r}), got {len(row)}"
             )
 

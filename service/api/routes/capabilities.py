@@ -12,8 +12,9 @@ from starlette.concurrency import run_in_threadpool
 
 import learners
 from clients import wire
+from learners.quantification import METHODS
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep
-from service.api.errors import NotSupported
+from service.api.errors import InvalidInput, NotSupported
 from service.api.routes._common import check_vectors, errors, jsonable
 from service.api.schemas import (
     BlockAccepted,
@@ -56,6 +57,8 @@ async def quantify(
     cls = learners.REGISTRY.get(model.kind)
     if cls is None or not callable(getattr(cls, "quantify", None)):
         raise _unsupported(model, "quantification", _kinds_with("quantify"))
+    if body.method not in METHODS:  # the learner's own check, said before it runs
+        raise InvalidInput(f"unknown method={body.method!r}; valid ones are {list(METHODS)}")
     check_vectors(model, body.instances, settings, "instances")
     served = await cache.get(model)
     fn = served.learner.quantify  # type: ignore[attr-defined]
@@ -122,7 +125,10 @@ async def register_block(
     served = await cache.get(model)
     # Dry run on a copy, so a block the learner would refuse is a 422 here, not a dead letter.
     trial = learners.load_state(served.learner.state())
-    summary = await run_in_threadpool(trial.register, body.vectors)  # type: ignore[attr-defined]
+    try:
+        summary = await run_in_threadpool(trial.register, body.vectors)  # type: ignore[attr-defined]
+    except ValueError as exc:  # register's refusal of the block, in its words
+        raise InvalidInput(str(exc)) from None
     event_id = body.id or uuid.uuid4().hex
     record = wire.register(model.id, event_id, body.vectors)
     await producer.send_all(settings.events_topic, model.id, [record], partition=model.home)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, status
 
 from clients import wire
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep, StoreDep
+from service.api.errors import InvalidInput
 from service.api.idempotency import (
     IdempotencyKeyDep,
     check_reuse,
@@ -23,11 +24,12 @@ router = APIRouter(prefix="/v1/models", tags=["events"])
 
 
 def check_label(served: Served, y: Any, where: str) -> None:
-    """The learner's own label check (e.g. -1/+1 for classifiers), before Kafka, as a 422."""
+    """The learner's own label check (e.g. -1/+1 for classifiers), before Kafka: its
+    ``ValueError`` is the client's bad label, ``InvalidInput`` (422)."""
     try:
         served.learner._check_y(y)  # noqa: SLF001 - the contract's label validation
     except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise InvalidInput(f"{where}: {exc}") from None
 
 
 def assign_id(model: str, idempotency_key: str | None, index: int) -> str:

@@ -8,6 +8,7 @@ from fastapi import APIRouter, HTTPException, Response, status
 
 import learners
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep, StoreDep
+from service.api.errors import InvalidInput
 from service.api.routes._common import errors
 from service.api.schemas import ModelList, ModelOut, ModelSpec, ModelStatus
 from service.api.security import ReadKey, WriteKey
@@ -48,12 +49,14 @@ async def create_model(
     origin. The model learns only events after the marker, so re-creating a deleted id
     starts afresh (docs/reliability.md, "Re-creating a model")."""
     if spec.dim > settings.max_dim:
-        raise ValueError(f"dim {spec.dim} exceeds this server's limit of {settings.max_dim}")
+        raise InvalidInput(f"dim {spec.dim} exceeds this server's limit of {settings.max_dim}")
     check_state_budget(spec, settings)  # before building: the learner may not fit at all
     try:
         build_learner(spec)
+    except ValueError as exc:  # the learner refuses the spec, in its own words
+        raise InvalidInput(str(exc)) from None
     except TypeError as exc:  # e.g. a list where a number belongs: still the caller's input
-        raise ValueError(f"{spec.kind}: {exc}") from None
+        raise InvalidInput(f"{spec.kind}: {exc}") from None
     if await store.get_spec(spec.id) is not None:  # before producing a marker for nothing
         raise _exists(spec.id)
     incarnation = uuid.uuid4().hex
@@ -72,17 +75,19 @@ def _exists(model: str) -> HTTPException:
 
 
 def check_state_budget(spec: ModelSpec, settings: Settings) -> None:
-    """``ValueError`` (422) naming the formula and the figure when the model's declared
+    """``InvalidInput`` (422) naming the formula and the figure when the model's declared
     state, the learner's plus the running statistics', exceeds ``max_state_bytes``; a bad
-    spec raises the error building it would."""
+    spec raises, as ``InvalidInput``, the error building it would."""
     try:
         learner = learners.state_size(spec.kind, spec.dim, spec.params)
+    except ValueError as exc:  # an unknown kind or a bad spec: build's message
+        raise InvalidInput(str(exc)) from None
     except TypeError as exc:
-        raise ValueError(f"{spec.kind}: {exc}") from None
+        raise InvalidInput(f"{spec.kind}: {exc}") from None
     stats = RunningStats.state_size(learners.REGISTRY[spec.kind].task, spec.dim)
     total = learner.bytes + stats.bytes
     if total > settings.max_state_bytes:
-        raise ValueError(
+        raise InvalidInput(
             f"{spec.kind} with dim {spec.dim} needs {_size(total)} of state ({learner.formula}"
             f" for the learner + {stats.formula} of running statistics); this server's"
             f" budget is {_size(settings.max_state_bytes)} (ONLINEPREDICT_MAX_STATE_BYTES)"
