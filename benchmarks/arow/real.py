@@ -195,6 +195,8 @@ def plot(errs: dict, noises: list[float]) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks._report import save_figure
+
     fig, axes = plt.subplots(2, 2, figsize=(10, 7))
     for ax, ds in zip(axes.flat, DATASETS, strict=True):
         for name in PLOTTED:
@@ -205,9 +207,7 @@ def plot(errs: dict, noises: list[float]) -> list[str]:
         ax.set_xlabel("training label noise (%)")
         ax.set_ylabel("test error")
     axes.flat[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(RESULTS / "real_error_vs_noise.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, RESULTS / "real_error_vs_noise.png", dpi=110)
     shown = [p for p in (0.0, 0.1, 0.3) if p in noises]
     fig, axes = plt.subplots(1, len(shown), figsize=(4 * len(shown), 4), squeeze=False)
     for ax, p in zip(axes.flat, shown, strict=True):
@@ -219,9 +219,7 @@ def plot(errs: dict, noises: list[float]) -> list[str]:
         ax.set_xlabel("CW-full accuracy")
         ax.set_ylabel("AROW-full accuracy")
         ax.set_title(f"{p:.0%} noise (above the line: AROW better)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(RESULTS / "real_arow_vs_cw.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, RESULTS / "real_arow_vs_cw.png", dpi=110)
     return ["real_error_vs_noise.png", "real_arow_vs_cw.png"]
 
 

@@ -172,6 +172,8 @@ def plot(summary: dict, noises: list[float]) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks._report import save_figure
+
     names = []
     xs = [*CHECKPOINTS, N_TRAIN]
     if 0.1 in noises:
@@ -185,9 +187,7 @@ def plot(summary: dict, noises: list[float]) -> list[str]:
         ax.set_ylabel("test error (clean labels)")
         ax.set_title("Synthetic data, 10% label noise (cf. paper Fig. 2(a))")
         ax.legend(fontsize=7, ncol=2)
-        fig.tight_layout()
-        fig.savefig(RESULTS / "synthetic_curves_10pct.png", dpi=120)
-        plt.close(fig)
+        save_figure(fig, RESULTS / "synthetic_curves_10pct.png", dpi=120)
         names.append("synthetic_curves_10pct.png")
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for a in ALGORITHMS:
@@ -206,9 +206,7 @@ def plot(summary: dict, noises: list[float]) -> list[str]:
     ax.set_ylabel("final test error (clean labels)")
     ax.set_title("Synthetic data: error versus label noise")
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(RESULTS / "synthetic_error_vs_noise.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, RESULTS / "synthetic_error_vs_noise.png", dpi=120)
     names.append("synthetic_error_vs_noise.png")
     return names
 

@@ -285,6 +285,8 @@ def plot(curves: dict, bars: dict) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks._report import save_figure
+
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
     ax = axes[0]
     for lam, (cv, ct) in curves.get("E1", {}).items():
@@ -312,8 +314,7 @@ def plot(curves: dict, bars: dict) -> None:
     ax.set(xlabel="T", ylabel="regret", title="E3: logistic, x = 1e-3 z", yscale="log")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(OUT / "transductive.png", dpi=110)
+    save_figure(fig, OUT / "transductive.png", dpi=110)
 
 
 def main() -> None:
