@@ -17,7 +17,6 @@ run (seed 1000) from the §13.1 grids. Mean ranks as in the paper's Table 1.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from functools import cache
@@ -29,13 +28,13 @@ from common import (
     BY_NAME,
     RESULTS,
     TUNING_SEED,
-    default_workers,
     flip_labels,
     markdown_table,
     mean_ranks,
     mean_sd,
     parallel_map,
     pick_best,
+    study_args,
     train_and_score,
 )
 
@@ -224,11 +223,7 @@ def plot(errs: dict, noises: list[float]) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=10, help="evaluation runs (seeds 0..runs-1)")
-    parser.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.1, 0.2, 0.3])
-    parser.add_argument("--workers", type=int, default=default_workers())
-    args = parser.parse_args()
+    args = study_args(__doc__, runs=10)
     RESULTS.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     out = study(args.noise, args.runs, args.workers)

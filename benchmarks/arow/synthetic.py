@@ -12,7 +12,6 @@ y = sign(z2) (tie +1). Training labels flipped with probability ``noise``; test 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -24,12 +23,12 @@ from common import (
     BY_NAME,
     RESULTS,
     TUNING_SEED,
-    default_workers,
     flip_labels,
     markdown_table,
     mean_sd,
     parallel_map,
     pick_best,
+    study_args,
     train_and_score,
 )
 
@@ -212,11 +211,7 @@ def plot(summary: dict, noises: list[float]) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=20, help="evaluation runs (seeds 0..runs-1)")
-    parser.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.1, 0.2, 0.3])
-    parser.add_argument("--workers", type=int, default=default_workers())
-    args = parser.parse_args()
+    args = study_args(__doc__, runs=20)
     RESULTS.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     out = study(args.noise, args.runs, args.workers)
