@@ -442,6 +442,8 @@ def plot(cells: list[Cell], path) -> None:  # type: ignore[no-untyped-def]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks._report import save_figure
+
     kinds = sorted({c.kind for c in cells})
     fig, axes = plt.subplots(1, len(DIMS), figsize=(15, 6), sharey=True)
     by = {(c.kind, c.d): c for c in cells}
@@ -464,10 +466,7 @@ def plot(cells: list[Cell], path) -> None:  # type: ignore[no-untyped-def]
     axes[0].plot([], [], "^", color="C3", label="3rd peer")
     axes[0].legend(loc="lower right", fontsize=8)
     fig.suptitle("learn() throughput per kind vs peers (same run); see learners.md for names")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
     print(f"wrote {path.relative_to(_bench.ROOT)}")
 
 

@@ -254,13 +254,7 @@ def main() -> None:
                 if w and w["rate"]:
                     print(f"{name:13s} {target:4s} wrk max {w['rate']:.0f} req/s", flush=True)
     finally:
-        for p in procs.values():
-            p.terminate()
-        for p in procs.values():
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _bench.stop_processes(procs.values(), 10)
         removed = _bench.delete_prefix(redis, prefix)
         if embedded is not None:
             embedded.stop()  # type: ignore[attr-defined]
@@ -375,6 +369,8 @@ def plot(results: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks._report import save_figure
+
     names = sorted({n for n, _ in results}, key=lambda n: n != "single")
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
     xs = np.arange(len(names))
@@ -394,9 +390,7 @@ def plot(results: dict, path: Path) -> None:
     a2.set_ylabel("ms at half the max rate")
     a2.legend(fontsize=8)
     fig.suptitle("POST /v1/models/{id}/predict vs a bare FastAPI endpoint (same run)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
     print(f"wrote {path.relative_to(ROOT)}")
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -254,12 +253,7 @@ def run_worker(settings, n: int, timeout_s: float) -> dict[str, Any]:  # type: i
         timings = worker_timings(port)
         t_stop = time.perf_counter()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _bench.stop_processes([proc], 30)  # SIGTERM: the worker drains and checkpoints
         client.close()
     if len(samples) < 2:
         raise RuntimeError(f"worker applied {samples[-1][1] if samples else 0} of {n} events")
@@ -568,6 +562,8 @@ def plot(rows, ck_rows, path) -> None:  # type: ignore[no-untyped-def]
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullFormatter
 
+    from benchmarks._report import save_figure
+
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4))
     labels = [f"{r[0].split(',')[0]}\n{r[1].split(' (')[0]}" for r in rows]
     a1.barh(range(len(rows)), [float(r[3].replace(",", "")) for r in rows], label="per CPU s")
@@ -595,9 +591,7 @@ def plot(rows, ck_rows, path) -> None:  # type: ignore[no-untyped-def]
     a2.set_ylabel("median ms per commit")
     a2.set_ylim(bottom=0)
     a2.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
     print(f"wrote {path.relative_to(ROOT)}")
 
 

@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._bench import machine  # noqa: E402
+from benchmarks._bench import machine, stop_processes  # noqa: E402
 from benchmarks.predict import load, wait_http  # noqa: E402
 from service.config import Settings  # noqa: E402
 from service.embedded import free_port, start_broker, start_redis  # noqa: E402
@@ -260,13 +260,7 @@ def main() -> None:  # noqa: PLR0915 - one linear script
         final_lag = produced + feed.sent - handled(r, keys, models)
         report(args, max_rate, target, windows, lags, rss, final_lag, time.monotonic() - drain0)
     finally:
-        for p in procs.values():
-            p.terminate()
-        for p in procs.values():
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs.values(), 20)
         r.close()
         broker.stop()
         redis_srv.stop()

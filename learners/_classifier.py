@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from learners.base import Learner, Prediction, StateSize, StepReport, numbers_real
+from learners.base import Learner, Prediction, StateSize, StepReport, numbers_real, readonly
 
 #: Largest ``dim`` for learners that keep a dense d x d matrix (docs/algorithms/arow.md).
 FULL_MAX_DIM = 4096
@@ -157,3 +157,25 @@ class BinaryClassifier(Learner):
     @classmethod
     def _test_bad_labels(cls) -> list[Any]:
         return [float("nan"), float("inf"), "1", None, 2, 0.5, -2.0, [1]]
+
+
+class LinearClassifier(BinaryClassifier):
+    """A :class:`BinaryClassifier` whose learned state is one weight vector ``w_`` (zero at
+    the start) and whose score is ``m = w . x`` (``perceptron``, ``pa-classifier``):
+    subclasses implement ``_update``."""
+
+    w_: np.ndarray
+
+    def _init_params(self, dim: int, params: dict[str, Any]) -> None:
+        super()._init_params(dim, params)
+        self.w_ = np.zeros(self.dim)
+
+    @property
+    def weights(self) -> np.ndarray:
+        return readonly(self.w_)
+
+    def _score(self, x: np.ndarray) -> float:
+        return float(self.w_ @ x)
+
+    def _scores_many(self, X: np.ndarray) -> np.ndarray:
+        return X @ self.w_

@@ -453,6 +453,27 @@ class Learner:
         """Called by the contract test before streaming ``X`` (e.g. to register a block)."""
 
 
+class LinearRegressor(Learner):
+    """A regressor whose learned state is one weight vector ``w_`` (zero at the start) and a
+    round counter ``t_``, and whose prediction is ``w . x`` (``ogd``, ``pa``): subclasses
+    implement ``_learn``."""
+
+    w_: np.ndarray
+    t_: int
+
+    def _init_params(self, dim: int, params: dict[str, Any]) -> None:
+        super()._init_params(dim, params)
+        self.w_ = np.zeros(self.dim)
+        self.t_ = 0
+
+    @property
+    def weights(self) -> np.ndarray:
+        return readonly(self.w_)
+
+    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
+        return Prediction(float(self.w_ @ x))
+
+
 def readonly(arr: np.ndarray) -> np.ndarray:
     """A read-only view of a learned array (what the ``weights`` properties return)."""
     view = arr.view()

@@ -312,7 +312,46 @@ STABILISER_CONSTRAINTS: dict[str, Constraint] = {
 }
 
 
-class DiscountedVAW(Learner):
+class StackLearner(Learner):
+    """A learner whose learned state is a :class:`Stack` of discounted-VAW experts, kept in
+    the attributes ``P_``, ``v_``, ``Sigma_``, ``theta_``, ``ridge_``, ``logdet_``, with one
+    discount per expert in ``_gamma`` (and its log in ``_log_gamma``): ``vaw``, ``rls``,
+    ``dvaw``, ``dvaw-ensemble`` and ``dvaw-sa``."""
+
+    P_: np.ndarray
+    v_: np.ndarray
+    Sigma_: np.ndarray
+    theta_: np.ndarray
+    ridge_: np.ndarray
+    logdet_: np.ndarray
+    _gamma: np.ndarray
+    _log_gamma: np.ndarray
+
+    def _begin(self, x: np.ndarray) -> Begin:
+        """:func:`begin` for every expert of the stack (no state change)."""
+        return begin(self.P_, self.v_, x, self._gamma)
+
+    def _commit(self, b: Begin, x: np.ndarray, y: float) -> Stack:
+        """:func:`commit` of the learner's stack (into its spare buffers); the learner is
+        unchanged until the caller stores the result with :func:`set_stack_attrs`."""
+        return commit(stack_attrs(self), b, x, y, self._gamma, self._log_gamma, spare_for(self))
+
+
+class OneExpert(StackLearner):
+    """A :class:`StackLearner` of a single expert (``vaw``, ``rls``, ``dvaw``): its weights
+    are that expert's ``v``."""
+
+    @classmethod
+    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
+        return one_stack_size(d)
+
+    @property
+    def weights(self) -> np.ndarray:
+        """v_t: the weights the next round starts from (w_t for a zero-leverage x)."""
+        return readonly(self.v_[0])
+
+
+class DiscountedVAW(OneExpert):
     """Discounted Vovk-Azoury-Warmuth forecaster with a fixed discount (Alg. 1, O(d^2) form).
 
     Each round: Sigma_t = gamma Sigma_{t-1} + x x^T, w_t = Sigma_t^{-1}(hint x_t + gamma theta_t),
@@ -379,12 +418,6 @@ class DiscountedVAW(Learner):
     stabilised: bool
     refresh: int
     lambda_floor: float | None
-    P_: np.ndarray
-    v_: np.ndarray
-    Sigma_: np.ndarray
-    theta_: np.ndarray
-    ridge_: np.ndarray
-    logdet_: np.ndarray
     _constraints: ClassVar[dict[str, Constraint]] = {
         "gamma": Interval(0.0, 1.0, closed="right"),
         "lam": positive(),
@@ -423,15 +456,6 @@ class DiscountedVAW(Learner):
         self.y_prev_ = 0.0
         self.refreshes_ = 0
 
-    @classmethod
-    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
-        return one_stack_size(d)
-
-    @property
-    def weights(self) -> np.ndarray:
-        """v_t: the weights the next round starts from (w_t for a zero-leverage x)."""
-        return readonly(self.v_[0])
-
     def _hint_value(self, b: Begin, hint: float | None) -> float:
         if self.hint == "self":
             # fixed point of the circular self-confident hint (spec §3.6): Clip_B(mu_t)
@@ -441,7 +465,7 @@ class DiscountedVAW(Learner):
         return 0.0
 
     def _forecast(self, x: np.ndarray, hint: float | None) -> tuple[Begin, float, float]:
-        b = begin(self.P_, self.v_, x, self._gamma)
+        b = self._begin(x)
         h = self._hint_value(b, hint)
         return b, h, float(hinted(b, h)[0])
 
@@ -450,7 +474,7 @@ class DiscountedVAW(Learner):
 
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
         b, h, y_hat = self._forecast(x, hint)
-        s = commit(stack_attrs(self), b, x, y, self._gamma, self._log_gamma, spare_for(self))
+        s = self._commit(b, x, y)
         self.t_ += 1
         if self.stabilised:
             s, n_ref, _ = stabilise(s, b, self.t_ % self.refresh == 0, self._floor)

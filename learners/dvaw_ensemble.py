@@ -18,21 +18,18 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from learners._constraints import Constraint, Interval, Options
-from learners.base import Learner, Prediction, StateSize, StepReport, positive
+from learners.base import Prediction, StateSize, StepReport, positive
 from learners.dvaw import (
     DEFAULT_REFRESH,
     STABILISER_CONSTRAINTS,
     Begin,
-    begin,
+    StackLearner,
     clip,
-    commit,
     fresh_stack,
     hinted,
     resolve_floor,
     set_stack_attrs,
-    spare_for,
     stabilise,
-    stack_attrs,
 )
 
 #: default horizon T_cap (spec §4.1 [eng]: a fixed cap instead of the doubling trick)
@@ -96,6 +93,55 @@ def fixed_share_step(
     return np.logaddexp(math.log1p(-beta) + logp, math.log(beta) + log_p1), L
 
 
+#: the hyperparameters the two discount-grid ensembles (``dvaw-ensemble``, ``dvaw-sa``) share
+GRID_CONSTRAINTS: dict[str, Constraint] = {
+    "lam": positive(),
+    "base": Interval(1.0, 1e6, closed="right"),
+    "horizon": Interval(1, 2**62, integer=True),
+    "hint": Options(("self", "external")),
+    "ref": Options(("last", "zero")),
+}
+
+
+class GridEnsemble(StackLearner):
+    """What ``dvaw-ensemble`` and ``dvaw-sa`` share: discounted-VAW experts on the discount
+    grid of :func:`expert_grid` (spec §4.1), a reference y^Ref_t and the hinted, clipped
+    expert predictions (§4.2)."""
+
+    lam: float
+    base: float
+    horizon: int
+    hint: str
+    ref: str
+    stabilised: bool
+    refresh: int
+    lambda_floor: float | None
+    M_: float
+    y_prev_: float
+
+    def _grid(self) -> np.ndarray:
+        """The positive effective memories eta of the grid (``__init__``'s params set); also
+        sets the regulariser floor of the stabilised mode."""
+        self._floor = resolve_floor(float(self.lam), self.stabilised, self.lambda_floor)
+        return np.array(expert_grid(self.dim, int(self.horizon), float(self.base)))
+
+    def _reference(self, hint: float | None) -> float:
+        if hint is not None:
+            return hint
+        return self.y_prev_ if self.ref == "last" else 0.0
+
+    def _clipped_experts(
+        self, x: np.ndarray, hint: float | None
+    ) -> tuple[Begin, float, float, float, np.ndarray]:
+        """(b, y^Ref_t, B_t = [lo, hi], the experts' hinted predictions): in self mode the
+        fixed point Clip_B(mu_i) (§3.6), in external mode y~ = y^Ref (Thm 4.2)."""
+        y_ref = self._reference(hint)
+        lo, hi = y_ref - self.M_, y_ref + self.M_
+        b = self._begin(x)
+        h = clip(b.mu, lo, hi) if self.hint == "self" else y_ref
+        return b, y_ref, lo, hi, hinted(b, h)
+
+
 class Forecast(NamedTuple):
     b: Begin
     y_ref: float
@@ -105,7 +151,7 @@ class Forecast(NamedTuple):
     value: float
 
 
-class DVAWEnsemble(Learner):
+class DVAWEnsemble(GridEnsemble):
     """Discounted-VAW meta-ensemble: learns the discount factor online, no tuning (§4.4).
 
     Parameters
@@ -171,26 +217,8 @@ class DVAWEnsemble(Learner):
     """
 
     kind: ClassVar[str] = "dvaw-ensemble"
-    lam: float
-    base: float
-    horizon: int
-    hint: str
-    ref: str
-    stabilised: bool
-    refresh: int
-    lambda_floor: float | None
-    P_: np.ndarray
-    v_: np.ndarray
-    Sigma_: np.ndarray
-    theta_: np.ndarray
-    ridge_: np.ndarray
-    logdet_: np.ndarray
     _constraints: ClassVar[dict[str, Constraint]] = {
-        "lam": positive(),
-        "base": Interval(1.0, 1e6, closed="right"),
-        "horizon": Interval(1, 2**62, integer=True),
-        "hint": Options(("self", "external")),
-        "ref": Options(("last", "zero")),
+        **GRID_CONSTRAINTS,
         **STABILISER_CONSTRAINTS,
     }
     max_dim: ClassVar[int] = 2_000  # G stacked d x d matrices
@@ -221,11 +249,10 @@ class DVAWEnsemble(Learner):
                 "lambda_floor": lambda_floor,
             },
         )
-        eta = np.array(expert_grid(self.dim, int(horizon), float(base)))
+        eta = self._grid()
         self._eta = np.concatenate([[0.0], eta])  # eta of the gamma = 0 expert is 0
         self._gamma = eta / (1.0 + eta)
         self._log_gamma = -np.log1p(1.0 / eta)  # ln gamma without cancellation (§3.7 item 5)
-        self._floor = resolve_floor(float(lam), stabilised, lambda_floor)
         n = eta.size + 1
         set_stack_attrs(self, fresh_stack(eta.size, self.dim, float(lam)))
         self.logp_ = np.full(n, -math.log(n))  # p_1 uniform (Thm 4.1)
@@ -261,18 +288,9 @@ class DVAWEnsemble(Learner):
         p = np.exp(self.logp_)
         return np.asarray(p[1:] @ self.v_)
 
-    def _reference(self, hint: float | None) -> float:
-        if hint is not None:
-            return hint
-        return self.y_prev_ if self.ref == "last" else 0.0
-
     def _forecast(self, x: np.ndarray, hint: float | None) -> Forecast:
-        y_ref = self._reference(hint)
-        lo, hi = y_ref - self.M_, y_ref + self.M_
-        b = begin(self.P_, self.v_, x, self._gamma)
-        # self mode: the fixed point Clip_B(mu_i) (§3.6); external: y~ = y^Ref (Thm 4.2)
-        h = clip(b.mu, lo, hi) if self.hint == "self" else y_ref
-        raw = np.concatenate([[y_ref], hinted(b, h)])
+        b, y_ref, lo, hi, experts = self._clipped_experts(x, hint)
+        raw = np.concatenate([[y_ref], experts])
         clipped = clip(raw, lo, hi)
         p = np.exp(self.logp_)
         p /= p.sum()
@@ -290,7 +308,7 @@ class DVAWEnsemble(Learner):
         self.M_ = max(self.M_, abs(y - f.y_ref))
         self.y_prev_ = float(y)
         # experts learn from the raw loss, independent of hints (§4.2, §9 item 13)
-        s = commit(stack_attrs(self), f.b, x, y, self._gamma, self._log_gamma, spare_for(self))
+        s = self._commit(f.b, x, y)
         if self.stabilised:
             due = np.full(self._gamma.size, self.t_ % self.refresh == 0)
             s, n_ref, lifted = stabilise(s, f.b, due, self._floor)

@@ -24,24 +24,25 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from learners._constraints import Boolean, Constraint, Interval, Options
-from learners.base import Learner, Prediction, StateSize, StepReport, positive
+from learners._constraints import Boolean, Constraint
+from learners.base import Prediction, StateSize, StepReport
 from learners.dvaw import (
     DEFAULT_REFRESH,
     STABILISER_CONSTRAINTS,
     Begin,
-    begin,
     clip,
-    commit,
     fresh_stack,
-    hinted,
-    resolve_floor,
     set_stack_attrs,
-    spare_for,
     stabilise,
     stack_attrs,
 )
-from learners.dvaw_ensemble import DEFAULT_HORIZON, expert_grid, grid_size, share_rate
+from learners.dvaw_ensemble import (
+    DEFAULT_HORIZON,
+    GRID_CONSTRAINTS,
+    GridEnsemble,
+    grid_size,
+    share_rate,
+)
 
 NEG_INF = -math.inf
 
@@ -71,7 +72,7 @@ class Forecast(NamedTuple):
     value: float
 
 
-class DVAWStronglyAdaptive(Learner):
+class DVAWStronglyAdaptive(GridEnsemble):
     """Strongly-adaptive discounted-VAW ensemble over geometric covering intervals (§5).
 
     Parameters
@@ -136,27 +137,9 @@ class DVAWStronglyAdaptive(Learner):
     """
 
     kind: ClassVar[str] = "dvaw-sa"
-    lam: float
-    base: float
-    horizon: int
-    hint: str
-    ref: str
     augment: bool
-    stabilised: bool
-    refresh: int
-    lambda_floor: float | None
-    P_: np.ndarray
-    v_: np.ndarray
-    Sigma_: np.ndarray
-    theta_: np.ndarray
-    ridge_: np.ndarray
-    logdet_: np.ndarray
     _constraints: ClassVar[dict[str, Constraint]] = {
-        "lam": positive(),
-        "base": Interval(1.0, 1e6, closed="right"),
-        "horizon": Interval(1, 2**62, integer=True),
-        "hint": Options(("self", "external")),
-        "ref": Options(("last", "zero")),
+        **GRID_CONSTRAINTS,
         "augment": Boolean(),
         **STABILISER_CONSTRAINTS,
     }
@@ -190,7 +173,7 @@ class DVAWStronglyAdaptive(Learner):
                 "lambda_floor": lambda_floor,
             },
         )
-        eta = np.array(expert_grid(self.dim, int(horizon), float(base)))
+        eta = self._grid()
         self._eta = eta
         self._G = eta.size
         self._levels = int(horizon).bit_length()  # levels k with 2^k <= T
@@ -199,7 +182,6 @@ class DVAWStronglyAdaptive(Learner):
         gamma = eta / (1.0 + eta)
         self._gamma = np.tile(gamma, blocks)
         self._log_gamma = np.tile(-np.log1p(1.0 / eta), blocks)
-        self._floor = resolve_floor(float(lam), stabilised, lambda_floor)
         # prior p_1 (§5.2; §5.5 puts 1/2 on the G full-history experts)
         n_int = (self._G + 1) * covering_size(int(horizon))
         share = 0.5 if augment else 1.0
@@ -272,17 +254,9 @@ class DVAWStronglyAdaptive(Learner):
                 self.start_[k] = 0
 
     # ---- prediction and update -------------------------------------------------------------
-    def _reference(self, hint: float | None) -> float:
-        if hint is not None:
-            return hint
-        return self.y_prev_ if self.ref == "last" else 0.0
-
     def _forecast(self, x: np.ndarray, hint: float | None) -> Forecast:
-        y_ref = self._reference(hint)
-        lo, hi = y_ref - self.M_, y_ref + self.M_
-        b = begin(self.P_, self.v_, x, self._gamma)
-        h = clip(b.mu, lo, hi) if self.hint == "self" else y_ref
-        clipped = clip(hinted(b, h), lo, hi)
+        b, y_ref, lo, hi, experts = self._clipped_experts(x, hint)
+        clipped = clip(experts, lo, hi)
         active = np.isfinite(self.logw_)
         w = np.exp(self.logw_)  # exp(-inf) = 0 for inactive rows
         ref_mass = self.n_pool_ * math.exp(self.log_pi_) + math.exp(self.log_E_)
@@ -319,7 +293,7 @@ class DVAWStronglyAdaptive(Learner):
         )
         self.M_ = max(self.M_, abs(y - f.y_ref))
         self.y_prev_ = float(y)
-        s = commit(stack_attrs(self), f.b, x, y, self._gamma, self._log_gamma, spare_for(self))
+        s = self._commit(f.b, x, y)
         if self.stabilised:
             s, n_ref, _ = stabilise(s, f.b, self._refresh_due(t), self._floor)
             self.refreshes_ += n_ref

@@ -14,10 +14,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from learners._constraints import Constraint, Options
-from learners.base import Learner, Prediction, StepReport, positive, readonly
+from learners.base import LinearRegressor, StepReport, positive
 
 
-class OGD(Learner):
+class OGD(LinearRegressor):
     """Online gradient descent for linear regression: w <- w + eta_t (y - <w, x>) x, w_1 = 0.
 
     Parameters
@@ -63,15 +63,6 @@ class OGD(Learner):
 
     def __init__(self, dim: int, *, lr: float = 0.01, schedule: str = "constant"):
         self._init_params(dim, {"lr": lr, "schedule": schedule})
-        self.w_ = np.zeros(self.dim)
-        self.t_ = 0
-
-    @property
-    def weights(self) -> np.ndarray:
-        return readonly(self.w_)
-
-    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
-        return Prediction(float(self.w_ @ x))
 
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
         y_hat = float(self.w_ @ x)

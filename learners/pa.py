@@ -19,12 +19,12 @@ from learners._constraints import Constraint, Interval, Options
 from learners.base import (
     BatchInterrupted,
     Learner,
-    Prediction,
+    LinearRegressor,
     StepReport,
     make_report,
     quiet_underflow,
-    readonly,
 )
+from learners.pa_classifier import pa_classification_step
 
 _FLOAT64 = np.dtype(np.float64)
 _vdot = np.vdot
@@ -33,22 +33,16 @@ _new = object.__new__
 
 
 def pa_step_size(a: float, epsilon: float, sq_norm: float, variant: str, C: float) -> float:
-    """tau_t of PA / PA-I / PA-II for residual size ``a`` (spec §1.3); 0 when passive.
+    """tau_t of PA / PA-I / PA-II for residual size ``a`` (spec §1.3); 0 when passive: the
+    step of :func:`~learners.pa_classifier.pa_classification_step` for the
+    epsilon-insensitive loss ``a - epsilon`` in place of the hinge.
 
     A zero ``x`` gives tau = 0 for PA and PA-I (the update would not move ``w`` anyway).
     """
-    excess = a - epsilon
-    if excess <= 0.0:
-        return 0.0
-    if variant == "pa2":
-        return excess / (sq_norm + 1.0 / (2.0 * C))
-    if sq_norm <= 0.0:
-        return 0.0
-    tau = excess / sq_norm
-    return min(C, tau) if variant == "pa1" else tau
+    return pa_classification_step(a - epsilon, sq_norm, variant, C)
 
 
-class PARegressor(Learner):
+class PARegressor(LinearRegressor):
     """Passive-aggressive regression with the epsilon-insensitive loss.
 
     Parameters
@@ -99,15 +93,6 @@ class PARegressor(Learner):
 
     def __init__(self, dim: int, *, variant: str = "pa", C: float = 1.0, epsilon: float = 0.1):
         self._init_params(dim, {"variant": variant, "C": C, "epsilon": epsilon})
-        self.w_ = np.zeros(self.dim)
-        self.t_ = 0
-
-    @property
-    def weights(self) -> np.ndarray:
-        return readonly(self.w_)
-
-    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
-        return Prediction(float(self.w_ @ x))
 
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
         y_hat = float(self.w_ @ x)

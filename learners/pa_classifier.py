@@ -16,9 +16,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from learners._classifier import BinaryClassifier
+from learners._classifier import LinearClassifier
 from learners._constraints import Constraint, Interval, Options
-from learners.base import readonly
 
 
 def pa_classification_step(hinge: float, sq_norm: float, variant: str, C: float) -> float:
@@ -37,7 +36,7 @@ def pa_classification_step(hinge: float, sq_norm: float, variant: str, C: float)
     return min(C, tau) if variant == "pa1" else tau
 
 
-class PAClassifier(BinaryClassifier):
+class PAClassifier(LinearClassifier):
     """Passive-aggressive linear classifier with the hinge loss max(0, 1 - y w.x).
 
     Parameters
@@ -82,17 +81,6 @@ class PAClassifier(BinaryClassifier):
 
     def __init__(self, dim: int, *, variant: str = "pa2", C: float = 1.0):
         self._init_params(dim, {"variant": variant, "C": C})
-        self.w_ = np.zeros(self.dim)
-
-    @property
-    def weights(self) -> np.ndarray:
-        return readonly(self.w_)
-
-    def _score(self, x: np.ndarray) -> float:
-        return float(self.w_ @ x)
-
-    def _scores_many(self, X: np.ndarray) -> np.ndarray:
-        return X @ self.w_
 
     def _update(self, x: np.ndarray, y: float, m: float) -> dict[str, float]:
         tau = pa_classification_step(max(0.0, 1.0 - y * m), float(x @ x), self.variant, self.C)

@@ -11,12 +11,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from learners._classifier import BinaryClassifier
+from learners._classifier import LinearClassifier
 from learners._constraints import Constraint
-from learners.base import readonly
 
 
-class Perceptron(BinaryClassifier):
+class Perceptron(LinearClassifier):
     """Perceptron without intercept: predict sign(w . x) (tie +1); on y w.x <= 0, w += y x.
 
     Parameters
@@ -51,17 +50,6 @@ class Perceptron(BinaryClassifier):
 
     def __init__(self, dim: int):
         self._init_params(dim, {})
-        self.w_ = np.zeros(self.dim)
-
-    @property
-    def weights(self) -> np.ndarray:
-        return readonly(self.w_)
-
-    def _score(self, x: np.ndarray) -> float:
-        return float(self.w_ @ x)
-
-    def _scores_many(self, X: np.ndarray) -> np.ndarray:
-        return X @ self.w_
 
     def _update(self, x: np.ndarray, y: float, m: float) -> dict[str, float]:
         if y * m > 0.0:

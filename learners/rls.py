@@ -13,27 +13,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from learners._constraints import Constraint, Interval
-from learners.base import (
-    Learner,
-    Prediction,
-    StateSize,
-    StepReport,
-    make_report,
-    positive,
-    readonly,
-)
-from learners.dvaw import (
-    begin,
-    commit,
-    fresh_stack,
-    one_stack_size,
-    set_stack_attrs,
-    spare_for,
-    stack_attrs,
-)
+from learners.base import Prediction, StepReport, make_report, positive
+from learners.dvaw import OneExpert, fresh_stack, set_stack_attrs
 
 
-class RLS(Learner):
+class RLS(OneExpert):
     """Exponentially weighted recursive least squares, a-priori prediction mu_t = x^T v_{t-1}.
 
     v_t minimises sum_{s<=t} forgetting^{t-s} (y_s - x_s^T w)^2 / 2 + forgetting^t delta |w|^2 / 2,
@@ -81,12 +65,6 @@ class RLS(Learner):
     kind: ClassVar[str] = "rls"
     forgetting: float
     delta: float
-    P_: np.ndarray
-    v_: np.ndarray
-    Sigma_: np.ndarray
-    theta_: np.ndarray
-    ridge_: np.ndarray
-    logdet_: np.ndarray
     _constraints: ClassVar[dict[str, Constraint]] = {
         "forgetting": Interval(0.0, 1.0, closed="right"),
         "delta": positive(),
@@ -99,23 +77,13 @@ class RLS(Learner):
         set_stack_attrs(self, fresh_stack(1, self.dim, float(delta)))
         self.t_ = 0
 
-    @classmethod
-    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
-        return one_stack_size(d)
-
-    @property
-    def weights(self) -> np.ndarray:
-        return readonly(self.v_[0])
-
     def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
         return Prediction(float(self.v_[0] @ x))
 
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
-        b = begin(self.P_, self.v_, x, self._gamma)
+        b = self._begin(x)
         y_hat = float(b.mu[0])
-        set_stack_attrs(
-            self, commit(stack_attrs(self), b, x, y, self._gamma, self._log_gamma, spare_for(self))
-        )
+        set_stack_attrs(self, self._commit(b, x, y))
         self.t_ += 1
         err = y_hat - y
         return make_report(y_hat, err * err, {})

@@ -12,27 +12,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from learners._constraints import Constraint
-from learners.base import (
-    Learner,
-    Prediction,
-    StateSize,
-    StepReport,
-    make_report,
-    positive,
-    readonly,
-)
-from learners.dvaw import (
-    begin,
-    commit,
-    fresh_stack,
-    one_stack_size,
-    set_stack_attrs,
-    spare_for,
-    stack_attrs,
-)
+from learners.base import Prediction, StepReport, make_report, positive
+from learners.dvaw import OneExpert, fresh_stack, set_stack_attrs
 
 
-class VAW(Learner):
+class VAW(OneExpert):
     """Vovk-Azoury-Warmuth forecaster: online ridge that includes the current x_t.
 
     w_t = (lam I + sum_{s<=t} x_s x_s^T)^{-1} sum_{s<t} y_s x_s and y_hat = <x_t, w_t>
@@ -75,12 +59,6 @@ class VAW(Learner):
 
     kind: ClassVar[str] = "vaw"
     lam: float
-    P_: np.ndarray
-    v_: np.ndarray
-    Sigma_: np.ndarray
-    theta_: np.ndarray
-    ridge_: np.ndarray
-    logdet_: np.ndarray
     _constraints: ClassVar[dict[str, Constraint]] = {"lam": positive()}
 
     def __init__(self, dim: int, *, lam: float = 1.0):
@@ -90,24 +68,14 @@ class VAW(Learner):
         set_stack_attrs(self, fresh_stack(1, self.dim, float(lam)))
         self.t_ = 0
 
-    @classmethod
-    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
-        return one_stack_size(d)
-
-    @property
-    def weights(self) -> np.ndarray:
-        return readonly(self.v_[0])
-
     def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
-        b = begin(self.P_, self.v_, x, self._gamma)
+        b = self._begin(x)
         return Prediction(float(b.mu[0] * (1.0 - b.rho[0])))  # mu / (1 + q), spec §2
 
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
-        b = begin(self.P_, self.v_, x, self._gamma)
+        b = self._begin(x)
         y_hat = float(b.mu[0] * (1.0 - b.rho[0]))
-        set_stack_attrs(
-            self, commit(stack_attrs(self), b, x, y, self._gamma, self._log_gamma, spare_for(self))
-        )
+        set_stack_attrs(self, self._commit(b, x, y))
         self.t_ += 1
         err = y_hat - y
         return make_report(y_hat, err * err, {"leverage": float(b.rho[0])})

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks import _report  # noqa: E402
 from learners import build  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "apas"
@@ -99,15 +100,14 @@ def pa(eps: float) -> dict[str, object]:
     return {"side": "none", "epsilon": eps, "adaptive": False}
 
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    def cell(v: object) -> str:
-        if isinstance(v, float):
-            return f"{v:.6f}" if abs(v) < 1 else f"{v:.4g}"
-        return str(v)
+def _cell(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:.6f}" if abs(v) < 1 else f"{v:.4g}"
+    return str(v)
 
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    return _report.markdown_table(header, rows, _cell)
 
 
 def write(name: str, text: str) -> Path:

@@ -138,6 +138,8 @@ def plot(runs: dict[str, dict[str, Run]]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks._report import save_figure
+
     fig, ax = plt.subplots(2, 2, figsize=(12, 8))
     for i, (dname, r) in enumerate(runs.items()):
         for mname, run in r.items():
@@ -148,8 +150,7 @@ def plot(runs: dict[str, dict[str, Run]]) -> None:
         ax[i, 1].set(title=f"{dname}: ECR(tau)", xlabel="tau (test days)")
         ax[i, 0].legend(fontsize=8)
         ax[i, 1].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(RESULTS / "real_data.png", dpi=110)
+    save_figure(fig, RESULTS / "real_data.png", dpi=110)
 
 
 if __name__ == "__main__":

@@ -291,6 +291,8 @@ def plot(times: dict, gaps: dict[str, np.ndarray]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks._report import save_figure
+
     fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
     for name, g in gaps.items():
         ax[0].semilogy(np.arange(1, g.size + 1), g, "o-", label=name)
@@ -300,8 +302,7 @@ def plot(times: dict, gaps: dict[str, np.ndarray]) -> None:
         ax[1].loglog(list(times), [times[n][method] for n in times], "o-", label=method)
     ax[1].set(xlabel="N", ylabel="CPU seconds per solve", title="Time per prox")
     ax[1].legend()
-    fig.tight_layout()
-    fig.savefig(RESULTS / "speed.png", dpi=110)
+    save_figure(fig, RESULTS / "speed.png", dpi=110)
 
 
 if __name__ == "__main__":

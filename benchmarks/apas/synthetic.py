@@ -250,6 +250,8 @@ def plot(mean, mean_ecr, pas_te, pas_ecr, methods, curves, slait_points) -> None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks._report import save_figure
+
     fig, ax = plt.subplots(1, 4, figsize=(20, 4.5))
     lams = [m for m in methods if m.startswith("APAS") and "0.001" not in m]
     ax[0].plot(
@@ -284,8 +286,7 @@ def plot(mean, mean_ecr, pas_te, pas_ecr, methods, curves, slait_points) -> None
     ax[3].set(xlabel="tau (test days)", ylabel="ECR(tau)", title="(d) Fig. 3 right")
     ax[2].legend(fontsize=8)
     ax[3].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(RESULTS / "synthetic.png", dpi=110)
+    save_figure(fig, RESULTS / "synthetic.png", dpi=110)
 
 
 if __name__ == "__main__":

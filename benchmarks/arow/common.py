@@ -11,6 +11,7 @@ measured against the clean labels.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -135,6 +136,16 @@ def parallel_map(fn: Callable[..., Any], jobs: list[tuple[Any, ...]], workers: i
 
 def default_workers() -> int:
     return max(1, min(4, os.cpu_count() or 1))
+
+
+def study_args(doc: str, runs: int) -> argparse.Namespace:
+    """The command line both label-noise studies take: evaluation runs, noise levels and
+    worker processes (``doc``'s first line is the description)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=runs, help="evaluation runs (seeds 0..runs-1)")
+    parser.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.1, 0.2, 0.3])
+    parser.add_argument("--workers", type=int, default=default_workers())
+    return parser.parse_args()
 
 
 def mean_sd(values: Iterable[float]) -> tuple[float, float]:

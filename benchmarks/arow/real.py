@@ -17,7 +17,6 @@ run (seed 1000) from the §13.1 grids. Mean ranks as in the paper's Table 1.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from functools import cache
@@ -29,13 +28,13 @@ from common import (
     BY_NAME,
     RESULTS,
     TUNING_SEED,
-    default_workers,
     flip_labels,
     markdown_table,
     mean_ranks,
     mean_sd,
     parallel_map,
     pick_best,
+    study_args,
     train_and_score,
 )
 
@@ -195,6 +194,8 @@ def plot(errs: dict, noises: list[float]) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks._report import save_figure
+
     fig, axes = plt.subplots(2, 2, figsize=(10, 7))
     for ax, ds in zip(axes.flat, DATASETS, strict=True):
         for name in PLOTTED:
@@ -205,9 +206,7 @@ def plot(errs: dict, noises: list[float]) -> list[str]:
         ax.set_xlabel("training label noise (%)")
         ax.set_ylabel("test error")
     axes.flat[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(RESULTS / "real_error_vs_noise.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, RESULTS / "real_error_vs_noise.png", dpi=110)
     shown = [p for p in (0.0, 0.1, 0.3) if p in noises]
     fig, axes = plt.subplots(1, len(shown), figsize=(4 * len(shown), 4), squeeze=False)
     for ax, p in zip(axes.flat, shown, strict=True):
@@ -219,18 +218,12 @@ def plot(errs: dict, noises: list[float]) -> list[str]:
         ax.set_xlabel("CW-full accuracy")
         ax.set_ylabel("AROW-full accuracy")
         ax.set_title(f"{p:.0%} noise (above the line: AROW better)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(RESULTS / "real_arow_vs_cw.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, RESULTS / "real_arow_vs_cw.png", dpi=110)
     return ["real_error_vs_noise.png", "real_arow_vs_cw.png"]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=10, help="evaluation runs (seeds 0..runs-1)")
-    parser.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.1, 0.2, 0.3])
-    parser.add_argument("--workers", type=int, default=default_workers())
-    args = parser.parse_args()
+    args = study_args(__doc__, runs=10)
     RESULTS.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     out = study(args.noise, args.runs, args.workers)

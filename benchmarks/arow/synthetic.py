@@ -12,7 +12,6 @@ y = sign(z2) (tie +1). Training labels flipped with probability ``noise``; test 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -24,12 +23,12 @@ from common import (
     BY_NAME,
     RESULTS,
     TUNING_SEED,
-    default_workers,
     flip_labels,
     markdown_table,
     mean_sd,
     parallel_map,
     pick_best,
+    study_args,
     train_and_score,
 )
 
@@ -172,6 +171,8 @@ def plot(summary: dict, noises: list[float]) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks._report import save_figure
+
     names = []
     xs = [*CHECKPOINTS, N_TRAIN]
     if 0.1 in noises:
@@ -185,9 +186,7 @@ def plot(summary: dict, noises: list[float]) -> list[str]:
         ax.set_ylabel("test error (clean labels)")
         ax.set_title("Synthetic data, 10% label noise (cf. paper Fig. 2(a))")
         ax.legend(fontsize=7, ncol=2)
-        fig.tight_layout()
-        fig.savefig(RESULTS / "synthetic_curves_10pct.png", dpi=120)
-        plt.close(fig)
+        save_figure(fig, RESULTS / "synthetic_curves_10pct.png", dpi=120)
         names.append("synthetic_curves_10pct.png")
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for a in ALGORITHMS:
@@ -206,19 +205,13 @@ def plot(summary: dict, noises: list[float]) -> list[str]:
     ax.set_ylabel("final test error (clean labels)")
     ax.set_title("Synthetic data: error versus label noise")
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(RESULTS / "synthetic_error_vs_noise.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, RESULTS / "synthetic_error_vs_noise.png", dpi=120)
     names.append("synthetic_error_vs_noise.png")
     return names
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=20, help="evaluation runs (seeds 0..runs-1)")
-    parser.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.1, 0.2, 0.3])
-    parser.add_argument("--workers", type=int, default=default_workers())
-    args = parser.parse_args()
+    args = study_args(__doc__, runs=20)
     RESULTS.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     out = study(args.noise, args.runs, args.workers)

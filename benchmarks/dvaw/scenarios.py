@@ -174,6 +174,8 @@ def plot(results: list[dict], T: int) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks._report import save_figure
+
     RESULTS.mkdir(parents=True, exist_ok=True)
     seed0 = [r for r in results if r["seed"] == 0 and "curve" in r]
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
@@ -188,9 +190,7 @@ def plot(results: list[dict], T: int) -> None:
         ax.set_xlabel("t")
         ax.set_ylabel("dynamic regret R_t")
     axes.flat[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(RESULTS / "regret_curves.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, RESULTS / "regret_curves.png", dpi=110)
 
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
     for ax, sc in zip(axes.flat, SCENARIOS, strict=True):
@@ -205,9 +205,7 @@ def plot(results: list[dict], T: int) -> None:
         ax.set_title(f"{sc}: meta self/last weights p_t")
         fig.colorbar(im, ax=ax)
         ax.set_xlabel("t")
-    fig.tight_layout()
-    fig.savefig(RESULTS / "ensemble_weights.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, RESULTS / "ensemble_weights.png", dpi=110)
 
 
 def table(results: list[dict], names: list[str]) -> dict[str, list[float]]:

@@ -56,6 +56,8 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks._report import save_figure
+
     names = ("gauss-p0.2", "Adult", "IJCNN")
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     parts = [f"## BAKLD C sweep (Fig. 2 substitute), NEMSIS-NS, {args.seeds} seeds, test means\n"]
@@ -100,8 +102,7 @@ def main() -> None:
         ax2.set_ylabel("test KLD_eps", color="r")
         ax.set_title(title)
         print(f"  {name} done", flush=True)
-    fig.tight_layout()
-    fig.savefig(RESULTS / "c_sweep.png", dpi=110)
+    save_figure(fig, RESULTS / "c_sweep.png", dpi=110)
     write("c_sweep.md", "\n".join(parts))
 
 

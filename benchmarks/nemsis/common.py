@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks import _report  # noqa: E402
 from learners import quantification as Q  # noqa: E402
 from learners.quantification.estimators import Calibration  # noqa: E402
 from learners.quantification.nemsis import NEMSIS  # noqa: E402
@@ -242,17 +243,16 @@ def logistic_quantifiers(
 
 
 # ---- output ------------------------------------------------------------------------------
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    def fmt(v: object) -> str:
-        if isinstance(v, float):
-            if v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e5):
-                return f"{v:.2e}"
-            return f"{v:.4f}"
-        return str(v)
+def _cell(v: object) -> str:
+    if isinstance(v, float):
+        if v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e5):
+            return f"{v:.2e}"
+        return f"{v:.4f}"
+    return str(v)
 
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    return _report.markdown_table(header, rows, _cell)
 
 
 def write(name: str, text: str) -> Path:

@@ -103,6 +103,8 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks._report import save_figure
+
     names = ("IJCNN", "Adult")
     titles = {"negkld": "NegKLD (Fig. 1)", "q": "Q_1 (Fig. 5)", "cqreward": "CQReward (Fig. 6)"}
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
@@ -131,8 +133,7 @@ def main() -> None:
             if measure == "negkld":
                 ax.set_ylim(-0.05, 0.002)
             ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(RESULTS / "curves.png", dpi=110)
+    save_figure(fig, RESULTS / "curves.png", dpi=110)
     hdr = ["data", "measure", "method", "final value (last 10%)", "train s", "s to 99% of final"]
     write(
         "curves.md",

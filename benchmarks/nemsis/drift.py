@@ -143,6 +143,8 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks._report import save_figure
+
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     parts = [f"## Prior drift (Fig. 4 substitute), {args.seeds} seeds, mean test KLD_eps\n"]
     for ax, name in zip(axes[:2], ("Adult", "Letter"), strict=True):
@@ -175,8 +177,7 @@ def main() -> None:
     ax.set_ylabel("prevalence")
     ax.set_title("windowed prevalence under a changing prior")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(RESULTS / "drift.png", dpi=110)
+    save_figure(fig, RESULTS / "drift.png", dpi=110)
     write("drift.md", "\n".join(parts))
 
 

@@ -147,6 +147,8 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks._report import save_figure
+
     ladder = [f"Yeast-{c}" for c in YEAST_LADDER]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     for m in METHODS:
@@ -170,8 +172,7 @@ def main() -> None:
     axes[0].legend(fontsize=6)
     axes[0].set_title("Yeast prevalence ladder (Fig. 3 substitute): KLD")
     axes[1].set_title("Yeast prevalence ladder: BA")
-    fig.tight_layout()
-    fig.savefig(RESULTS / "real.png", dpi=110)
+    save_figure(fig, RESULTS / "real.png", dpi=110)
     write("real.md", "\n".join(parts))
 
 

@@ -207,6 +207,8 @@ def plot_clones(kld: dict[str, list[float]]) -> None:
     import matplotlib.pyplot as plt
     from common import RESULTS
 
+    from benchmarks._report import save_figure
+
     prev = [v[2] for v in TABLE3.values()]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for m, vals in kld.items():
@@ -217,8 +219,7 @@ def plot_clones(kld: dict[str, list[float]]) -> None:
     ax.set_ylabel("test KLD_eps (log, lower is better)")
     ax.set_title("Fig. 3 substitute: KLD on the Table-3 clones")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(RESULTS / "synthetic_kld.png", dpi=110)
+    save_figure(fig, RESULTS / "synthetic_kld.png", dpi=110)
 
 
 def main() -> None:

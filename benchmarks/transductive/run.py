@@ -35,6 +35,7 @@ from learners.transductive.offline.closed_form import (  # noqa: E402
 )
 from learners.transductive.offline.slab_1d import (  # noqa: E402
     bayes_mixture_1d,
+    e3_stream,
     slab_logistic_1d,
     tg_logistic_1d,
 )
@@ -165,15 +166,6 @@ E3_REF = {
 }
 
 
-def e3_data(T: int, case: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    z = rng.normal(size=T)
-    if case == "logit5":
-        u = rng.random(T)
-        return 1e-3 * z, np.where(u < 1 / (1 + np.exp(-5 * z)), 1.0, -1.0)
-    return 1e-3 * z, np.where(z >= 0, 1.0, -1.0)
-
-
 def e3_inf_loss(x: np.ndarray, y: np.ndarray) -> float:
     grid = 10.0 ** np.linspace(-3, 9, 20001)[::20]
     thetas = np.concatenate([[0.0], grid, -grid])
@@ -186,7 +178,7 @@ def e3(bars: dict) -> str:
     for (T, case), ref in E3_REF.items():
         res = []
         for seed in range(3):
-            x, y = e3_data(T, case, seed)
+            x, y = e3_stream(T, case, seed)
             best = e3_inf_loss(x, y)
 
             def loss(lp: np.ndarray, y: np.ndarray = y) -> float:
@@ -293,6 +285,8 @@ def plot(curves: dict, bars: dict) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks._report import save_figure
+
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
     ax = axes[0]
     for lam, (cv, ct) in curves.get("E1", {}).items():
@@ -320,8 +314,7 @@ def plot(curves: dict, bars: dict) -> None:
     ax.set(xlabel="T", ylabel="regret", title="E3: logistic, x = 1e-3 z", yscale="log")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(OUT / "transductive.png", dpi=110)
+    save_figure(fig, OUT / "transductive.png", dpi=110)
 
 
 def main() -> None:

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from learners.codec import decode_state, encode_state
 from learners.ogd import OGD
 from learners.rls import RLS
+from tests.learners._resume import assert_resumes_bit_identically
 
 
 @pytest.mark.parametrize(
@@ -69,12 +69,7 @@ def test_ogd_matches_manual_loop(schedule: str) -> None:
 def test_checkpoint_roundtrip_bit_identical(kind, params) -> None:  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(2)
     X, y = rng.standard_normal((300, 5)), rng.standard_normal(300)
-    a = kind(5, **params)
-    for x, v in zip(X[:100], y[:100], strict=True):
-        a.learn(x, float(v))
-    b = kind.from_state(decode_state(encode_state(a.state())))
-    for x, v in zip(X[100:], y[100:], strict=True):
-        assert a.learn(x, float(v)).prediction == b.learn(x, float(v)).prediction
+    assert_resumes_bit_identically(kind(5, **params), X, y, 100)
 
 
 def test_zero_vector_and_d1() -> None:

@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from learners.codec import decode_state, encode_state
 from learners.dvaw import DiscountedVAW, begin, clip, hinted
 from learners.rls import RLS
+from tests.learners._resume import assert_resumes_bit_identically
 
 GRID = list(itertools.product((1, 3, 8), (0.5, 1.0, 3.0), (0.5, 0.9, 0.99, 1.0)))
 
@@ -360,14 +360,7 @@ def test_checkpoint_roundtrip_bit_identical() -> None:
     # §8 item 18
     X, y, h = gaussian(5, 400, 9)
     a = DiscountedVAW(5, gamma=0.9, hint="external", refresh=7)
-    for x, v, g in zip(X[:123], y[:123], h[:123], strict=True):
-        a.learn(x, float(v), hint=float(g))
-    b = DiscountedVAW.from_state(decode_state(encode_state(a.state())))
-    for x, v, g in zip(X[123:], y[123:], h[123:], strict=True):
-        assert (
-            a.learn(x, float(v), hint=float(g)).prediction
-            == b.learn(x, float(v), hint=float(g)).prediction
-        )
+    assert_resumes_bit_identically(a, X, y, 123, hints=h)
 
 
 def test_edge_cases() -> None:

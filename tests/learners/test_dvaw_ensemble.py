@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from learners import build
-from learners.codec import decode_state, encode_state
 from learners.dvaw import DiscountedVAW, clip
 from learners.dvaw_ensemble import DVAWEnsemble, expert_grid, fixed_share_step, share_rate
+from tests.learners._resume import assert_resumes_bit_identically
 
 MODES = [(h, r) for h in ("self", "external") for r in ("last", "zero")]
 
@@ -272,11 +272,7 @@ def test_meta_static_regret_grows_logarithmically() -> None:
 def test_checkpoint_roundtrip_bit_identical(hint: str, ref: str) -> None:
     X, y = heavy_stream(400, 4, seed=2)
     a = DVAWEnsemble(4, horizon=1000, hint=hint, ref=ref, refresh=16)
-    for x, v in zip(X[:150], y[:150], strict=True):
-        a.learn(x, float(v))
-    b = DVAWEnsemble.from_state(decode_state(encode_state(a.state())))
-    for x, v in zip(X[150:], y[150:], strict=True):
-        assert a.learn(x, float(v)).prediction == b.learn(x, float(v)).prediction
+    assert_resumes_bit_identically(a, X, y, 150)
 
 
 def test_edge_cases_and_diagnostics() -> None:

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from learners.codec import decode_state, encode_state
 from learners.dvaw_ensemble import expert_grid, share_rate
 from learners.dvaw_sa import DVAWStronglyAdaptive, covering_size
+from tests.learners._resume import assert_resumes_bit_identically
 
 
 def stream(T: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -132,12 +132,7 @@ def test_beyond_horizon_keeps_working() -> None:
 def test_checkpoint_roundtrip_bit_identical() -> None:
     # §8 item 18
     X, y = stream(300, 3, seed=5)
-    a = DVAWStronglyAdaptive(3, horizon=400)
-    for x, v in zip(X[:137], y[:137], strict=True):
-        a.learn(x, float(v))
-    b = DVAWStronglyAdaptive.from_state(decode_state(encode_state(a.state())))
-    for x, v in zip(X[137:], y[137:], strict=True):
-        assert a.learn(x, float(v)).prediction == b.learn(x, float(v)).prediction
+    assert_resumes_bit_identically(DVAWStronglyAdaptive(3, horizon=400), X, y, 137)
 
 
 def test_sa_plus_beats_faithful_sa_after_regime_change() -> None:

@@ -10,6 +10,7 @@ from scipy.optimize import linprog, minimize, minimize_scalar
 from learners.transductive.logistic import log_sigmoid
 from learners.transductive.offline.slab_1d import (
     bayes_mixture_1d,
+    e3_stream,
     quadrature_grid,
     rms,
     slab_experts_1d,
@@ -19,22 +20,12 @@ from learners.transductive.offline.slab_1d import (
 )
 
 
-def e3(T: int, case: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Spec E3 generator: x = 1e-3 z; ``sep`` or ``logit5`` labels."""
-    rng = np.random.default_rng(seed)
-    z = rng.normal(size=T)
-    if case == "logit5":
-        u = rng.random(T)
-        return 1e-3 * z, np.where(u < 1 / (1 + np.exp(-5 * z)), 1.0, -1.0)
-    return 1e-3 * z, np.where(z >= 0, 1.0, -1.0)
-
-
 def realised(lp: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(y > 0, lp[..., 0], lp[..., 1])
 
 
 def test_item12_first_prediction_is_one_half() -> None:
-    x, y = e3(30, "logit5", 0)
+    x, y = e3_stream(30, "logit5", 0)
     assert abs(math.exp(tg_logistic_1d(x, y)[0, 0]) - 0.5) <= 1e-12
     experts = slab_experts_1d(x)
     _, _, per = slab_logistic_1d(x, y, experts=experts, return_experts=True)
@@ -49,7 +40,7 @@ def test_item12_first_prediction_is_one_half() -> None:
 
 
 def test_item13_bayes_chain_rule() -> None:
-    x, y = e3(40, "logit5", 1)
+    x, y = e3_stream(40, "logit5", 1)
     lam = 1.0 / len(x)
     theta, logw = quadrature_grid(1.0 / rms(x))
     log_prior = logw - 0.5 * lam * theta**2 * float(x @ x)
@@ -66,7 +57,7 @@ def test_item13_bayes_chain_rule() -> None:
 
 def test_item14_aggregation_regret_at_most_log_experts() -> None:
     for case in ("sep", "logit5"):
-        x, y = e3(40, case, 2)
+        x, y = e3_stream(40, case, 2)
         lp, expert_loss, per = slab_logistic_1d(x, y, return_experts=True)
         L_alg = -float(np.sum(realised(lp, y)))
         L_e = -np.sum(realised(per, y[:, None]), axis=0)
@@ -84,7 +75,7 @@ def _partitions(thetas: np.ndarray, X: np.ndarray) -> set[tuple[int, ...]]:
 
 def test_item15_expert_count() -> None:
     T = 25
-    x, _ = e3(T, "sep", 3)
+    x, _ = e3_stream(T, "sep", 3)
     experts = slab_experts_1d(x)
     assert len(experts) == 2 * T + 1
     parts = _partitions(experts[:, None], x[:, None])
@@ -143,7 +134,7 @@ def test_item17_hinge_outputs_in_range() -> None:
 
 def test_item19_proposition15_bound_on_e3() -> None:
     for seed in range(3):
-        x, y = e3(50, "logit5", seed)
+        x, y = e3_stream(50, "logit5", seed)
         lam = 1.0 / len(x)
         L_alg = -float(np.sum(realised(tg_logistic_1d(x, y, lam), y)))
 

@@ -23,6 +23,17 @@ import numpy as np
 from learners.transductive.logistic import log_sigmoid
 
 
+def e3_stream(T: int, case: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The spec's E3 stream: x = 1e-3 z with z standard normal; ``"sep"`` labels sign(z)
+    (+1 at 0), ``"logit5"`` labels +1 with probability sigmoid(5 z)."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=T)
+    if case == "logit5":
+        u = rng.random(T)
+        return 1e-3 * z, np.where(u < 1 / (1 + np.exp(-5 * z)), 1.0, -1.0)
+    return 1e-3 * z, np.where(z >= 0, 1.0, -1.0)
+
+
 def quadrature_grid(
     scale: float, n: int = 6001, lo: float = -5.0, hi: float = 7.0
 ) -> tuple[np.ndarray, np.ndarray]:
