@@ -283,7 +283,7 @@ async def checkpoint_cost(settings, n_models: int, positions: list[int], commits
     from service.store.checkpoints import write_checkpoints
     from service.store.keys import Keys
     from service.worker.events import decode_event
-    from service.worker.models import ModelRuntime
+    from service.worker.runtime import ModelRuntime
 
     models = [f"ck{i}" for i in range(n_models)]
     per_commit = max(1, settings.commit_every // n_models)

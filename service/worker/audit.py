@@ -26,9 +26,9 @@ from collections.abc import Callable
 
 from service.worker.checkpoint import Checkpoint
 from service.worker.metrics import WorkerStats
-from service.worker.models import ModelRuntime
 from service.worker.ports import Log, ModelStore
 from service.worker.rebalance import Rebalance
+from service.worker.runtime import ModelRuntime
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from service.worker.divergence import matches, resume_offset
 from service.worker.events import raw_event_id
 from service.worker.faults import Faults
 from service.worker.metrics import WorkerMetrics, WorkerStats
-from service.worker.models import ModelRuntime, load_models
 from service.worker.ports import CommitFailed, Log, ModelStore, Record, TopicPartition
+from service.worker.runtime import ModelRuntime, load_models
 
 logger = logging.getLogger(__name__)
 

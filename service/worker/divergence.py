@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from service.store.checkpoints import Stamp
 from service.worker.events import raw_event_id
 from service.worker.metrics import WorkerStats
-from service.worker.models import ModelRuntime
 from service.worker.ports import ModelStore, Probe, Reader, Record, TopicPartition
+from service.worker.runtime import ModelRuntime
 
 logger = logging.getLogger(__name__)
 

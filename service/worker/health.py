@@ -55,7 +55,7 @@ class Watched(Protocol):
 
 @runtime_checkable
 class Windowed(Protocol):
-    """What the endpoint reads of a model (``service.worker.models.ModelRuntime``)."""
+    """What the endpoint reads of a model (``service.worker.runtime.ModelRuntime``)."""
 
     evicted: int
 

@@ -21,8 +21,8 @@ from service.worker.deadletter import DeadLetters
 from service.worker.divergence import stamp_is_void
 from service.worker.events import Event
 from service.worker.metrics import WorkerStats
-from service.worker.models import ModelRuntime
 from service.worker.ports import Log, ModelStore, Record, TopicPartition
+from service.worker.runtime import ModelRuntime
 
 logger = logging.getLogger(__name__)
 

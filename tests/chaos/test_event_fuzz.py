@@ -43,7 +43,7 @@ from learners.codec import encode_state
 from service.store.checkpoints import ids_sum
 from service.store.keys import Keys
 from service.worker.events import Event, InvalidEvent, decode_event
-from service.worker.models import APPLIED, DUPLICATE, REJECTED, ModelRuntime
+from service.worker.runtime import APPLIED, DUPLICATE, REJECTED, ModelRuntime
 from tests.chaos._fuzz_grammar import INVALID, VALID, Grammar, Record, target, to_bytes
 from tests.service.conftest import FAST, WorkerProcess, produce, read_topic, run, wait_for
 

@@ -17,7 +17,7 @@ import learners
 from learners.codec import encode_state
 from service.store.checkpoints import ids_sum
 from service.worker.events import Event
-from service.worker.models import APPLIED, REJECTED, ModelRuntime
+from service.worker.runtime import APPLIED, REJECTED, ModelRuntime
 
 DIM = 3
 N, SEED = 60, 1  # the clean stream (transductive kinds register its vectors first)

@@ -10,7 +10,7 @@ from clients import wire
 from service.store.checkpoints import Stamp, id_hash
 from service.worker.events import InvalidEvent, decode_event, raw_event_id
 from service.worker.faults import Faults
-from service.worker.models import APPLIED, DUPLICATE, REJECTED, SKIPPED, ModelRuntime
+from service.worker.runtime import APPLIED, DUPLICATE, REJECTED, SKIPPED, ModelRuntime
 
 SPEC = {"id": "m", "kind": "pa", "dim": 2, "params": {}}
 
