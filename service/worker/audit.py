@@ -25,10 +25,10 @@ import logging
 from collections.abc import Callable
 
 from service.worker.checkpoint import Checkpoint
-from service.worker.metrics import WorkerStats
 from service.worker.ports import Log, ModelStore
 from service.worker.rebalance import Rebalance
 from service.worker.runtime import ModelRuntime
+from service.worker.telemetry import WorkerStats
 
 logger = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from service.worker.deadletter import DeadLetters
 from service.worker.divergence import matches, resume_offset
 from service.worker.events import raw_event_id
 from service.worker.faults import Faults
-from service.worker.metrics import WorkerMetrics, WorkerStats
 from service.worker.ports import CommitFailed, Log, ModelStore, Record, TopicPartition
 from service.worker.runtime import ModelRuntime, load_models
+from service.worker.telemetry import WorkerMetrics, WorkerStats
 
 logger = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 from service.store.checkpoints import Stamp
 from service.worker.events import raw_event_id
-from service.worker.metrics import WorkerStats
 from service.worker.ports import ModelStore, Probe, Reader, Record, TopicPartition
 from service.worker.runtime import ModelRuntime
+from service.worker.telemetry import WorkerStats
 
 logger = logging.getLogger(__name__)
 

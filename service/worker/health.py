@@ -3,7 +3,7 @@
 ``/healthz`` answers 200 while the poll loop turns (a worker stuck waiting for Redis
 longer than ``STALE_S`` answers 503); ``/metrics`` exposes the worker's counters, the
 update/checkpoint latency histograms, consumer lag and checkpoint age
-(``service.worker.metrics``), ``onlinepredict_build_info`` and the process metrics. The
+(``service.worker.telemetry``), ``onlinepredict_build_info`` and the process metrics. The
 per-model learning metrics come from the API's ``/metrics`` (they live in Redis).
 """
 
@@ -25,7 +25,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from service.metrics.build import BuildInfoCollector
-from service.worker.metrics import Progress, TimingCollector, WorkerMetrics, WorkerStats
+from service.worker.telemetry import Progress, TimingCollector, WorkerMetrics, WorkerStats
 
 logger = logging.getLogger(__name__)
 

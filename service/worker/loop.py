@@ -30,11 +30,11 @@ from service.worker.deadletter import DeadLetters
 from service.worker.drain import Drain
 from service.worker.events import Event, InvalidEvent, decode_event, raw_event_id
 from service.worker.faults import Faults
-from service.worker.metrics import WorkerMetrics, WorkerStats
 from service.worker.ports import Batch, Log, ModelStore, Record, StoreUnavailable, TopicPartition
 from service.worker.rebalance import Rebalance
 from service.worker.rollback import Rollback
 from service.worker.runtime import APPLIED, DUPLICATE, REJECTED, SKIPPED, ModelRuntime, load_models
+from service.worker.telemetry import WorkerMetrics, WorkerStats
 
 logger = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ import logging
 from service.worker.assignment import Assignment
 from service.worker.checkpoint import Checkpoint
 from service.worker.divergence import EndMemo, resume_offset
-from service.worker.metrics import WorkerStats
 from service.worker.ports import Log, ModelStore, TopicPartition
 from service.worker.runtime import ModelRuntime, load_models
+from service.worker.telemetry import WorkerStats
 
 logger = logging.getLogger(__name__)
 

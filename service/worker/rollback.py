@@ -20,9 +20,9 @@ from service.worker.assignment import Assignment
 from service.worker.deadletter import DeadLetters
 from service.worker.divergence import stamp_is_void
 from service.worker.events import Event
-from service.worker.metrics import WorkerStats
 from service.worker.ports import Log, ModelStore, Record, TopicPartition
 from service.worker.runtime import ModelRuntime
+from service.worker.telemetry import WorkerStats
 
 logger = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ from service.worker.adapters.memory_store import MemoryStore
 from service.worker.adapters.redis_store import RedisStore, StopAwareRetry
 from service.worker.assignment import Assignment
 from service.worker.loop import Worker, take
-from service.worker.metrics import WorkerStats
 from service.worker.ports import CommitFailed, Probe, StoreUnavailable, TopicPartition
+from service.worker.telemetry import WorkerStats
 
 TOPIC = "events"
 P0, P1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)

@@ -35,8 +35,8 @@ from service.store.checkpoints import (
     write_checkpoints,
 )
 from service.store.keys import Keys
-from service.worker.metrics import WorkerStats
 from service.worker.ports import StoredModels, StoreUnavailable
+from service.worker.telemetry import WorkerStats
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -14,7 +14,7 @@ from service.metrics.exposition import ModelSnapshot, model_families
 from service.metrics.running import RunningStats
 from service.worker.adapters.memory_log import MemoryBroker, MemoryLog
 from service.worker.assignment import Assignment
-from service.worker.metrics import FastHistogram, TimingCollector, WorkerMetrics
+from service.worker.telemetry import FastHistogram, TimingCollector, WorkerMetrics
 
 
 def _samples(registry: CollectorRegistry) -> dict[tuple[str, tuple], float]:  # type: ignore[type-arg]
