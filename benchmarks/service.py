@@ -538,7 +538,7 @@ def report(rows, ck_rows, ck_live, mem, info: str, elapsed: float, removed: int)
             table,
             "## Inside the worker (its own update_seconds / checkpoint_seconds histograms)",
             "A learn step is learner.learn plus the running statistics; a checkpoint is the"
-            " whole Checkpoint.commit (dead letters, states, Kafka offsets, worker counters)."
+            " whole Checkpointer.commit (dead letters, states, Kafka offsets, worker counters)."
             " Shares are of the worker process's lifetime (start-up and group join included).",
             live if ck_live else "(this worker does not export the histograms)",
             "## Checkpoint cost per commit (in process, the worker's write_checkpoints)",

@@ -7,7 +7,7 @@
   checkpoint (the partition's *witness*) is no longer at its offset when the next
   checkpoint is written, or a record below the next offset expected arrives without a seek
   and the newest record handled is gone too (the client fell off the log's end and
-  started over). ``Checkpoint.verify_log`` finds them and drops their models unwritten;
+  started over). ``Checkpointer.verify_log`` finds them and drops their models unwritten;
   :meth:`Audit.restore` restores those partitions from the checkpoints, as an assignment
   does: stamps are checked, a void one goes through the divergence search
   (``divergence.py``), and the partition is read again from there.
@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from service.worker.checkpoint import Checkpoint
+from service.worker.checkpointer import Checkpointer
 from service.worker.ports import Log, ModelStore
 from service.worker.rebalance import Rebalance
 from service.worker.runtime import ModelRuntime
@@ -39,7 +39,7 @@ class Audit:
         *,
         store: ModelStore,
         log: Log,
-        checkpoint: Checkpoint,
+        checkpoint: Checkpointer,
         rebalance: Rebalance,
         models: dict[str, ModelRuntime],
         stats: WorkerStats,
@@ -67,7 +67,7 @@ class Audit:
         await self.restore()
 
     async def restore(self) -> None:
-        """Restore the partitions ``Checkpoint.verify_log`` found changed, still assigned."""
+        """Restore the partitions ``Checkpointer.verify_log`` found changed, still assigned."""
         changed, self.checkpoint.changed = self.checkpoint.changed, set()
         assigned = self.log.assignment()
         for tp in sorted(changed & assigned):

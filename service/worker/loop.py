@@ -4,7 +4,7 @@
 (``build_worker``) and runs until ``stop`` is set (SIGTERM/SIGINT in
 ``service.worker.main``), then writes a final checkpoint and leaves the consumer group.
 ``Worker`` wires any ``Log`` and ``ModelStore`` (``service.worker.ports``): the in-memory
-adapters drive the same ``process_batch`` and ``Checkpoint`` code without a broker.
+adapters drive the same ``process_batch`` and ``Checkpointer`` code without a broker.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from service.worker.adapters.kafka_log import KafkaLog
 from service.worker.adapters.redis_store import RedisStore
 from service.worker.assignment import Assignment
 from service.worker.audit import Audit
-from service.worker.checkpoint import Checkpoint
+from service.worker.checkpointer import Checkpointer
 from service.worker.deadletter import DeadLetters
 from service.worker.drain import Drain
 from service.worker.events import Event, InvalidEvent, decode_event, raw_event_id
@@ -82,7 +82,7 @@ class Worker:
         self.lock = asyncio.Lock()  # batch vs rebalance callbacks
         self.assignment = Assignment(log)
         self.deadletters = DeadLetters(log, settings.deadletter_topic, worker_id)
-        self.checkpoint = Checkpoint(
+        self.checkpoint = Checkpointer(
             settings,
             store=store,
             log=log,

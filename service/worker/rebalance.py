@@ -16,7 +16,7 @@ import asyncio
 import logging
 
 from service.worker.assignment import Assignment
-from service.worker.checkpoint import Checkpoint
+from service.worker.checkpointer import Checkpointer
 from service.worker.divergence import EndMemo, resume_offset
 from service.worker.ports import Log, ModelStore, TopicPartition
 from service.worker.runtime import ModelRuntime, load_models
@@ -37,7 +37,7 @@ class Rebalance:
         assignment: Assignment,
         models: dict[str, ModelRuntime],
         stats: WorkerStats,
-        checkpoint: Checkpoint,
+        checkpoint: Checkpointer,
         lock: asyncio.Lock,
         seen_keep: int,
     ) -> None:

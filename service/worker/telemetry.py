@@ -4,7 +4,7 @@
   statistics). The worker learns a model's examples of a poll in one ``learn_many``, so
   the batch is timed with a ``perf_counter`` pair and each of its events counts as the
   batch's mean; fixed buckets, ``bisect``, no lock (prometheus_client costs 1.5 us each).
-- ``onlinepredict_checkpoint_seconds``: one ``Checkpoint.commit`` (dead letters, model
+- ``onlinepredict_checkpoint_seconds``: one ``Checkpointer.commit`` (dead letters, model
   states, Kafka offsets, worker counters).
 - ``onlinepredict_consumer_lag{partition}``: ``highwater - next offset to process`` for
   each assigned partition. The high watermark is the one of the consumer's last fetch
@@ -111,7 +111,7 @@ def _histogram(
 
 
 class Progress(Protocol):
-    """What the checkpoint age is read from (``service.worker.checkpoint.Checkpoint``)."""
+    """What the checkpoint age is read from (``service.worker.checkpointer.Checkpointer``)."""
 
     pending: int  # events handled since the last checkpoint
     last: float  # clock() at the last checkpoint

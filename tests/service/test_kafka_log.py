@@ -1,5 +1,5 @@
 """The aiokafka adapter's probe reads against the real broker (the worker's log checks,
-service/worker/checkpoint.py, read every partition's witness in one ``read_many``)."""
+service/worker/checkpointer.py, read every partition's witness in one ``read_many``)."""
 
 from __future__ import annotations
 

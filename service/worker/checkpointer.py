@@ -1,4 +1,4 @@
-"""``Checkpoint``: when and how a worker persists its progress (docs/design.md, "Checkpoints")."""
+"""``Checkpointer``: when and how a worker persists its progress (docs/design.md, "Checkpoints")."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from service.worker.telemetry import WorkerMetrics, WorkerStats
 logger = logging.getLogger(__name__)
 
 
-class Checkpoint:
+class Checkpointer:
     """Tracks the offsets handled since the last checkpoint and writes the next one."""
 
     def __init__(
