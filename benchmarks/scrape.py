@@ -75,7 +75,7 @@ async def seed(redis, keys, n_models: int, dim: int) -> None:  # type: ignore[no
 
 
 async def scrape_ms(store, repeat: int) -> tuple[float, list[float], int]:  # type: ignore[no-untyped-def]
-    from service.api.metrics import ApiMetrics
+    from service.api.prometheus import ApiMetrics
 
     metrics = ApiMetrics()
     await metrics.render(store)  # warm: scripts, connections

@@ -17,8 +17,8 @@ from redis.asyncio import Redis
 
 from service.api import errors
 from service.api.broker import LazyProducer
-from service.api.metrics import ApiMetrics
 from service.api.middleware import LimitsAndTiming
+from service.api.prometheus import ApiMetrics
 from service.api.redis_pipe import RedisPipe
 from service.api.routes import (
     capabilities,
