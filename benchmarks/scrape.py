@@ -105,7 +105,7 @@ def per_event_us(dim: int, regret: bool, n: int = 3000) -> float:
 async def main_async(args: argparse.Namespace) -> str:
     from redis.asyncio import Redis
 
-    from service.api.store import ApiStore
+    from service.api.redis_access import RedisAccess
     from service.store.keys import Keys
 
     url, embedded = _bench.redis_url()
@@ -116,7 +116,7 @@ async def main_async(args: argparse.Namespace) -> str:
         t0 = time.perf_counter()
         await seed(redis, keys, args.models, args.dim)
         print(f"seeded {args.models} models in {time.perf_counter() - t0:.1f} s")
-        store = ApiStore(redis, keys)
+        store = RedisAccess(redis, keys)
         now_ms, now_all, now_bytes = await scrape_ms(store, args.repeat)
         async with redis.pipeline(transaction=False) as pipe:
             for i in range(args.models):

@@ -19,6 +19,7 @@ from service.api import errors
 from service.api.broker import LazyProducer
 from service.api.middleware import LimitsAndTiming
 from service.api.prometheus import ApiMetrics
+from service.api.redis_access import RedisAccess
 from service.api.redis_pipe import RedisPipe
 from service.api.routes import (
     capabilities,
@@ -34,7 +35,6 @@ from service.api.routes import (
 from service.api.routes._common import errors as route_errors
 from service.api.series import SeriesSampler
 from service.api.serving import ModelCache, SpecMemo
-from service.api.store import ApiStore
 from service.config import Settings, get_settings
 from service.dashboard.router import router as dashboard_router
 from service.docs_ui.router import router as docs_router
@@ -57,7 +57,7 @@ or capability missing, 413 body too large, 503 Redis or Kafka down.
 
 
 class LifespanState(TypedDict):
-    store: ApiStore
+    store: RedisAccess
     producer: LazyProducer
     cache: ModelCache
     specs: SpecMemo
@@ -114,7 +114,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     connect_timeout=REDIS_CONNECT_TIMEOUT_S,
                 )
                 stack.callback(pipe.close)
-            store = ApiStore(redis, Keys(settings.key_prefix), pipe)
+            store = RedisAccess(redis, Keys(settings.key_prefix), pipe)
             if settings.series_interval_s > 0:
                 sampler = SeriesSampler(
                     redis,

@@ -11,9 +11,9 @@ from fastapi import Depends, HTTPException, Path, Request, status
 from redis.asyncio import Redis
 
 from service.api.broker import LazyProducer
+from service.api.redis_access import RedisAccess
 from service.api.schemas import ModelSpec
 from service.api.serving import ModelCache
-from service.api.store import ApiStore
 from service.config import Settings
 
 
@@ -21,7 +21,7 @@ async def get_settings(request: Request) -> Settings:
     return request.app.state.settings  # type: ignore[no-any-return]
 
 
-async def get_store(request: Request) -> ApiStore:
+async def get_store(request: Request) -> RedisAccess:
     return request.state.store  # type: ignore[no-any-return]
 
 
@@ -39,7 +39,7 @@ async def get_cache(request: Request) -> ModelCache:
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-StoreDep = Annotated[ApiStore, Depends(get_store)]
+StoreDep = Annotated[RedisAccess, Depends(get_store)]
 RedisDep = Annotated[Redis, Depends(get_redis)]
 ProducerDep = Annotated[LazyProducer, Depends(get_producer)]
 CacheDep = Annotated[ModelCache, Depends(get_cache)]

@@ -16,7 +16,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from service.api.store import ApiStore
+from service.api.redis_access import RedisAccess
 from service.metrics.build import BuildInfoCollector
 from service.metrics.exposition import SnapshotCollector
 from service.metrics.snapshots import read_snapshots
@@ -48,7 +48,7 @@ class ApiMetrics:
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
 
-    async def render(self, store: ApiStore) -> bytes:
+    async def render(self, store: RedisAccess) -> bytes:
         """Exposition text; model figures are left out (and logged) while Redis is down."""
         models: bytes = b""
         try:

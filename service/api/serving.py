@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import learners
 from learners.codec import StateCodecError
+from service.api.redis_access import RedisAccess
 from service.api.schemas import ModelSpec
-from service.api.store import ApiStore
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class KnownSpec:
 class SpecMemo:
     """The last stored spec seen per model id, for the predict hot path: a request is
     checked against it and its predictions are stored only if Redis still holds a spec with
-    the same SHA-1 (``ApiStore.store_checked_predictions``), so a stale entry costs a second
+    the same SHA-1 (``RedisAccess.store_checked_predictions``), so a stale entry costs a second
     round trip, never a wrong answer."""
 
     def __init__(self, size: int = CACHE_SPECS) -> None:
@@ -94,7 +94,7 @@ class SpecMemo:
 
 
 class ModelCache:
-    def __init__(self, store: ApiStore, size: int = CACHE_MODELS) -> None:
+    def __init__(self, store: RedisAccess, size: int = CACHE_MODELS) -> None:
         self._store = store
         self._size = size
         self._entries: OrderedDict[str, tuple[str, Served]] = OrderedDict()

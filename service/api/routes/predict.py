@@ -10,7 +10,7 @@ This is the API's hot path, kept lean after profiling (``benchmarks/predict.py``
   booleans for numbers, another content type, dependency overrides) goes through the
   ordinary FastAPI handler below, so every error keeps its status, shape and message, and
   the OpenAPI schema still documents ``PredictRequest``/``PredictResponse``;
-* one Redis round trip (``ApiStore.store_checked_predictions`` over the pipelined
+* one Redis round trip (``RedisAccess.store_checked_predictions`` over the pipelined
   connection of ``service.api.redis_pipe``): the checkpoint version is read and the
   predictions are stored in one script, provided the stored spec is the one this process
   checked the request against (``SpecMemo``; otherwise the script returns the stored spec
@@ -35,11 +35,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Message, Receive, Scope, Send
 
 from service.api.deps import CacheDep, ModelIdPath
+from service.api.redis_access import RedisAccess
 from service.api.routes._common import check_vectors, errors, jsonable
 from service.api.schemas import ModelSpec, PredictRequest, PredictResponse
 from service.api.security import ReadKey, check_read_key
 from service.api.serving import KnownSpec, ModelCache, SpecMemo
-from service.api.store import ApiStore
 from service.config import Settings
 
 THREAD_BATCH = 256  # larger batches run off the event loop
@@ -84,7 +84,7 @@ async def serve_predictions(
     """Check the rows against the model's stored spec, store them for their labels (one
     round trip in the steady state), predict, answer. ``rows`` hold numbers only."""
     settings: Settings = request.app.state.settings
-    store: ApiStore = request.state.store
+    store: RedisAccess = request.state.store
     specs: SpecMemo = request.state.specs
     n = len(rows)
     ids = prediction_ids(n)

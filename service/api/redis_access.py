@@ -93,7 +93,7 @@ class Claim:
     key: str
 
 
-class ApiStore:
+class RedisAccess:
     def __init__(self, redis: Redis, keys: Keys, pipe: RedisPipe | None = None) -> None:
         self.redis = redis
         self.keys = keys
