@@ -28,7 +28,7 @@ from typing import Any, Concatenate, ParamSpec, TypeAlias, TypeVar
 
 import httpx
 
-from clients import metrics as _metrics
+from clients import figures as _figures
 from clients._vectors import as_label, as_labels, as_matrix, as_vector
 from clients.errors import (
     ConnectionFailedError,
@@ -429,16 +429,16 @@ class _Ops:
         rmse, error rate ...), ``diagnostics`` (the learner's last step) and ``holdings``
         (index trackers). `NotFoundError` for an unknown model."""
         return self._run(
-            _Call("GET", _metrics.figures_path(_quote(model))),
-            lambda b: _metrics.model_entry(b, model),
+            _Call("GET", _figures.figures_path(_quote(model))),
+            lambda b: _figures.model_entry(b, model),
         )
 
     def model_metrics(self, model: str) -> Op[dict[str, Any]]:
         """A model's headline figures (events, rmse or mistakes, regret ...), from
-        ``GET /v1/models/{id}/figures`` (see `clients.metrics.summarize`)."""
+        ``GET /v1/models/{id}/figures`` (see `clients.figures.summarize`)."""
         return self._run(
-            _Call("GET", _metrics.figures_path(_quote(model))),
-            lambda b: _metrics.summarize(_metrics.model_entry(b, model)),
+            _Call("GET", _figures.figures_path(_quote(model))),
+            lambda b: _figures.summarize(_figures.model_entry(b, model)),
         )
 
     # --- waiting for the workers ----------------------------------------------------------
@@ -457,7 +457,7 @@ class _Ops:
         if info.processed is not None:
             return info.processed
         entry = yield from self.model_snapshot(model)
-        return sum(_metrics.event_counts(entry).values())
+        return sum(_figures.event_counts(entry).values())
 
     def wait_processed(
         self,

@@ -1,5 +1,5 @@
 """``onlinepredict watch MODEL``: a live terminal view of a model's figures, read from the
-API's JSON route ``/v1/models/{id}/figures`` (`clients.metrics`)."""
+API's JSON route ``/v1/models/{id}/figures`` (`clients.figures`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from clients import metrics as _metrics
+from clients import figures as _figures
 from clients._cliutil import (
     ClientOptions,
     _finite,
@@ -50,10 +50,10 @@ def snapshot(api: Client, model: str) -> dict[str, Any]:
         "kind": info.kind,
         "version": info.version,
         "time": time.time(),
-        "summary": _finite(_metrics.summarize(entry)),
-        "metrics": _finite(_metrics.flat_figures(entry)),
+        "summary": _finite(_figures.summarize(entry)),
+        "metrics": _finite(_figures.flat_figures(entry)),
         "diagnostics": _finite(dict(entry["diagnostics"])),
-        "ensemble_weights": _finite(_metrics.ensemble_weights(entry)),
+        "ensemble_weights": _finite(_figures.ensemble_weights(entry)),
     }
 
 

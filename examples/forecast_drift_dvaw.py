@@ -18,7 +18,7 @@ from _common import model_id, parser
 
 from clients import Client
 from clients.datasets import load_dataset
-from clients.metrics import ensemble_weights
+from clients.figures import ensemble_weights
 
 args = parser(__doc__.splitlines()[0], "drift-dvaw", 6000).parse_args()
 model = model_id(args)

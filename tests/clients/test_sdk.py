@@ -25,8 +25,8 @@ from clients.errors import (
     ValidationError,
     error_for_status,
 )
+from clients.figures import ensemble_weights, model_entry, summarize
 from clients.http import RetryPolicy
-from clients.metrics import ensemble_weights, model_entry, summarize
 from tests.clients._client_support import free_port
 
 FAST_RETRY = RetryPolicy(attempts=3, backoff=0.01, max_backoff=0.05)

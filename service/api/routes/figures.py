@@ -1,5 +1,5 @@
 """A model's live figures as JSON: what ``/metrics`` exports for it, for the SDK and CLI
-(``clients/metrics.py``), read from its latest checkpoint."""
+(``clients/figures.py``), read from its latest checkpoint."""
 
 from __future__ import annotations
 
