@@ -4,6 +4,7 @@ small real HTTP server that answers 503 on purpose."""
 from __future__ import annotations
 
 import http.server
+import importlib
 import inspect
 import json
 import threading
@@ -15,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from clients import AsyncClient, Client
+from clients import AsyncClient, Client, figures
 from clients.errors import (
     AuthenticationError,
     ConflictError,
@@ -435,3 +436,15 @@ def test_register_a_block_of_a_transductive_learner(api: Client) -> None:
         assert got["event_id"] == "b1" and got["T"] == 5
     finally:
         api.delete_model(model)
+
+
+def test_the_old_module_name_clients_metrics_still_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``clients.metrics`` (the module's old name) re-exports ``clients.figures``, with a
+    DeprecationWarning."""
+    import sys
+
+    monkeypatch.delitem(sys.modules, "clients.metrics", raising=False)
+    with pytest.warns(DeprecationWarning, match=r"clients\.figures"):
+        old = importlib.import_module("clients.metrics")
+    for name in old.__all__:
+        assert getattr(old, name) is getattr(figures, name)
