@@ -57,8 +57,32 @@ def test_broker_on_given_port_stops_cleanly() -> None:
     assert not broker_answers("127.0.0.1", port)
 
 
+async def _consume(settings, *, group_id: str, want: int) -> list[bytes]:
+    """Read the events topic from the start until ``want`` values came (or ~12 s passed)."""
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(
+        settings.events_topic,
+        group_id=group_id,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        **settings.kafka_options(),
+    )
+    await consumer.start()
+    got: list[bytes] = []
+    try:
+        for _ in range(60):
+            batch = await consumer.getmany(timeout_ms=200)
+            got += [r.value for rs in batch.values() for r in rs]
+            if len(got) >= want:
+                break
+    finally:
+        await consumer.stop()
+    return got
+
+
 def test_aiokafka_producer_and_consumer(settings) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import AIOKafkaProducer
 
     async def roundtrip() -> list[bytes]:
         producer = AIOKafkaProducer(**settings.kafka_options())
@@ -69,24 +93,7 @@ def test_aiokafka_producer_and_consumer(settings) -> None:
             await producer.flush()
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(
-            settings.events_topic,
-            group_id=f"g-{uuid.uuid4().hex[:6]}",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            **settings.kafka_options(),
-        )
-        await consumer.start()
-        got: list[bytes] = []
-        try:
-            for _ in range(60):
-                batch = await consumer.getmany(timeout_ms=200)
-                got += [r.value for rs in batch.values() for r in rs]
-                if len(got) >= 20:
-                    break
-        finally:
-            await consumer.stop()
-        return got
+        return await _consume(settings, group_id=f"g-{uuid.uuid4().hex[:6]}", want=20)
 
     got = asyncio.run(roundtrip())
     assert sorted(v for v in got if v.startswith(b"a")) == sorted(b"a%d" % i for i in range(20))
@@ -94,7 +101,6 @@ def test_aiokafka_producer_and_consumer(settings) -> None:
 
 def test_confluent_kafka_producer(make_settings) -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
-    from aiokafka import AIOKafkaConsumer
 
     st = make_settings()
     # The embedded broker has no idempotent producer support: keep it off explicitly.
@@ -112,27 +118,9 @@ def test_confluent_kafka_producer(make_settings) -> None:
     assert producer.flush(30) == 0
     assert errors == []
 
-    async def consume() -> list[bytes]:
-        consumer = AIOKafkaConsumer(
-            st.events_topic,
-            group_id="g",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            **st.kafka_options(),
-        )
-        await consumer.start()
-        got: list[bytes] = []
-        try:
-            for _ in range(60):
-                batch = await consumer.getmany(timeout_ms=200)
-                got += [r.value for rs in batch.values() for r in rs]
-                if len(got) >= 10:
-                    break
-        finally:
-            await consumer.stop()
-        return got
-
-    assert asyncio.run(consume()) == [b"c%d" % i for i in range(10)]  # one key: one partition
+    assert asyncio.run(_consume(st, group_id="g", want=10)) == [
+        b"c%d" % i for i in range(10)
+    ]  # one key: one partition
 
 
 def test_ensure_topics_is_idempotent(make_settings) -> None:
