@@ -2,7 +2,8 @@
 and the reference in-process replay.
 
 Fixtures: ``worker_settings`` (function scope: fresh topics/group/prefix via
-``make_settings`` with a fast commit cadence) and ``redis_client`` (sync ``redis.Redis``).
+``make_settings`` with a fast commit cadence), ``redis_client`` (sync ``redis.Redis``) and
+``client`` (module scope: a ``TestClient`` of the app built from the module's ``api_settings``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,18 @@ FAST = {
 @pytest.fixture
 def worker_settings(make_settings):  # type: ignore[no-untyped-def]
     return make_settings(**FAST)
+
+
+@pytest.fixture(scope="module")
+def client(api_settings):  # type: ignore[no-untyped-def]
+    """An in-process API (``TestClient``) for the module, built from the module's own
+    ``api_settings`` fixture."""
+    from fastapi.testclient import TestClient
+
+    from service.api import create_app
+
+    with TestClient(create_app(api_settings)) as c:
+        yield c
 
 
 @pytest.fixture

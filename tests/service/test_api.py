@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -28,10 +27,15 @@ def api_settings(make_settings) -> Settings:  # type: ignore[no-untyped-def]
     return make_settings(max_batch=50, max_dim=1000)
 
 
-@pytest.fixture(scope="module")
-def client(api_settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(api_settings)) as c:
-        yield c
+# a model's ``status`` before its first checkpoint
+NO_CHECKPOINT = {
+    "version": 0,
+    "applied": 0,
+    "duplicate": 0,
+    "rejected": 0,
+    "updated_at": None,
+    "halted": None,
+}
 
 
 def new_id(prefix: str = "m") -> str:
@@ -67,14 +71,7 @@ def test_model_crud(client: TestClient) -> None:
     assert body["kind"] == "pa" and body["dim"] == 3 and body["task"] == "regression"
     assert body["params"] == {"variant": "pa2", "C": 0.5}
     assert body["partition"] is not None  # its home partition, where its marker went
-    assert body["status"] == {
-        "version": 0,
-        "applied": 0,
-        "duplicate": 0,
-        "rejected": 0,
-        "updated_at": None,
-        "halted": None,
-    }
+    assert body["status"] == NO_CHECKPOINT
     assert mid in [m["id"] for m in client.get("/v1/models").json()["models"]]
 
     dup = client.post("/v1/models", json={"id": mid, "kind": "pa", "dim": 5})
@@ -93,14 +90,7 @@ def test_model_list_carries_each_models_checkpoint_status(
     before = time.time()
     write_state(api_settings, learned, learners.REGISTRY["pa"](3), 0, offset=7, applied=8)
     listed = {m["id"]: m["status"] for m in client.get("/v1/models").json()["models"]}
-    assert listed[fresh] == {
-        "version": 0,
-        "applied": 0,
-        "duplicate": 0,
-        "rejected": 0,
-        "updated_at": None,
-        "halted": None,
-    }
+    assert listed[fresh] == NO_CHECKPOINT
     status = listed[learned]
     assert status["version"] == 1 and status["applied"] == 8
     assert before - 1 <= status["updated_at"] <= time.time() + 1

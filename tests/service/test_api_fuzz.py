@@ -4,7 +4,6 @@ whatever a client sends, the answer is never a 500, against real Redis and Kafka
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 import schemathesis
@@ -12,7 +11,6 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
-from service.api import create_app
 from service.config import Settings
 
 pytestmark = pytest.mark.service
@@ -22,14 +20,8 @@ TASK_PATHS = ("/predict", "/quantify", "/portfolio", "/blocks")
 
 
 @pytest.fixture(scope="module")
-def fuzz_settings(make_settings) -> Settings:  # type: ignore[no-untyped-def]
+def api_settings(make_settings) -> Settings:  # type: ignore[no-untyped-def]
     return make_settings(max_batch=20, max_dim=64)
-
-
-@pytest.fixture(scope="module")
-def client(fuzz_settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(fuzz_settings)) as c:
-        yield c
 
 
 def _operations(app) -> list:  # type: ignore[no-untyped-def]
@@ -38,7 +30,7 @@ def _operations(app) -> list:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("kind", ["pa", "nemsis", "apas", "transductive"])
-def test_no_input_gives_a_500(client: TestClient, fuzz_settings: Settings, kind: str) -> None:
+def test_no_input_gives_a_500(client: TestClient, api_settings: Settings, kind: str) -> None:
     import learners
 
     if kind not in learners.REGISTRY:

@@ -6,7 +6,6 @@ derivation: ``test_idempotency_units.py``; a retry after a lost ack and a killed
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,12 +23,6 @@ pytestmark = pytest.mark.service
 @pytest.fixture(scope="module")
 def api_settings(make_settings) -> Settings:  # type: ignore[no-untyped-def]
     return make_settings()
-
-
-@pytest.fixture(scope="module")
-def client(api_settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(api_settings)) as c:
-        yield c
 
 
 def create(client: TestClient) -> str:

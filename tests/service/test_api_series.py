@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -31,14 +30,8 @@ CAPACITY = 5
 
 
 @pytest.fixture(scope="module")
-def series_settings(make_settings) -> Settings:  # type: ignore[no-untyped-def]
+def api_settings(make_settings) -> Settings:  # type: ignore[no-untyped-def]
     return make_settings(series_interval_s=0, series_points=CAPACITY)
-
-
-@pytest.fixture(scope="module")
-def client(series_settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(series_settings)) as c:
-        yield c
 
 
 def create(client: TestClient, mid: str | None = None) -> str:
@@ -87,16 +80,14 @@ def test_series_is_empty_before_the_first_checkpoint(client: TestClient) -> None
 
 
 def test_series_keeps_the_last_points_oldest_first(
-    client: TestClient, series_settings: Settings
+    client: TestClient, api_settings: Settings
 ) -> None:
     mid = create(client)
     last: dict[str, int] = {}
     learner = pa_with_weights([0.0, 0.0, 0.0])
-    version = write_state(
-        series_settings, mid, learner, 0, offset=1, applied=10, stats=stats_blob(10)
-    )
-    sample(series_settings, last, 1000.0)
-    sample(series_settings, last, 1001.0)  # no new checkpoint: no new point
+    version = write_state(api_settings, mid, learner, 0, offset=1, applied=10, stats=stats_blob(10))
+    sample(api_settings, last, 1000.0)
+    sample(api_settings, last, 1001.0)  # no new checkpoint: no new point
     (only,) = points(client, mid)
     assert only["ts"] == 1000.0 and only["version"] == version == 1
     assert only["applied"] == 10 and isinstance(only["applied"], int)
@@ -106,9 +97,9 @@ def test_series_keeps_the_last_points_oldest_first(
 
     for i in range(2, 9):  # seven more checkpoints, sampled one second apart
         version = write_state(
-            series_settings, mid, learner, version, offset=i, applied=10 * i, stats=stats_blob(i)
+            api_settings, mid, learner, version, offset=i, applied=10 * i, stats=stats_blob(i)
         )
-        sample(series_settings, last, 1000.0 + i)
+        sample(api_settings, last, 1000.0 + i)
     kept = points(client, mid)
     assert len(kept) == CAPACITY  # the oldest were trimmed
     assert [p["version"] for p in kept] == [4, 5, 6, 7, 8]
@@ -121,14 +112,14 @@ def test_series_keeps_the_last_points_oldest_first(
     assert points(client, mid, limit=10_000) == kept
 
 
-def test_unreadable_entries_are_skipped(client: TestClient, series_settings: Settings) -> None:
+def test_unreadable_entries_are_skipped(client: TestClient, api_settings: Settings) -> None:
     mid = create(client)
     good = SeriesPoint(ts=5.0, version=1, applied=1, duplicate=0, rejected=0, values={"rmse": 1.0})
 
     async def push(redis: Any, keys: Any) -> None:
         await redis.rpush(keys.series(mid), b"not json", b'{"ts": 1}', good.to_json())
 
-    redis_call(series_settings, push)
+    redis_call(api_settings, push)
     assert points(client, mid) == [
         {"ts": 5.0, "version": 1, "applied": 1, "duplicate": 0, "rejected": 0,
          "values": {"rmse": 1.0}}
@@ -161,17 +152,17 @@ def test_bad_parameters_are_a_readable_422(client: TestClient, query: str, needl
     assert needle in r.json()["detail"]
 
 
-def test_series_is_deleted_with_its_model(client: TestClient, series_settings: Settings) -> None:
+def test_series_is_deleted_with_its_model(client: TestClient, api_settings: Settings) -> None:
     mid = create(client)
-    write_state(series_settings, mid, pa_with_weights([0.0] * 3), 0, offset=1, applied=1)
-    sample(series_settings, {}, 2000.0)
+    write_state(api_settings, mid, pa_with_weights([0.0] * 3), 0, offset=1, applied=1)
+    sample(api_settings, {}, 2000.0)
     assert len(points(client, mid)) == 1
     assert client.delete(f"/v1/models/{mid}").status_code == 204
 
     async def exists(redis: Any, keys: Any) -> int:
         return int(await redis.exists(keys.series(mid)))
 
-    assert redis_call(series_settings, exists) == 0
+    assert redis_call(api_settings, exists) == 0
 
     # a point written after the delete (a sample racing it) is not the next model's past
     stale = SeriesPoint(ts=1.0, version=9, applied=9, duplicate=0, rejected=0)
@@ -179,7 +170,7 @@ def test_series_is_deleted_with_its_model(client: TestClient, series_settings: S
     async def late_sample(redis: Any, keys: Any) -> None:
         await redis.rpush(keys.series(mid), stale.to_json())
 
-    redis_call(series_settings, late_sample)
+    redis_call(api_settings, late_sample)
     create(client, mid)
     assert points(client, mid) == []
 
@@ -207,7 +198,7 @@ def test_dashboard_feed_lists_the_demo_model_first(make_settings: Any) -> None:
 
 
 def test_figures_of_one_model_are_its_entry_of_the_dashboard_feed(
-    client: TestClient, series_settings: Settings
+    client: TestClient, api_settings: Settings
 ) -> None:
     mid = create(client)
     before = client.get(f"/v1/models/{mid}/figures")
@@ -222,7 +213,7 @@ def test_figures_of_one_model_are_its_entry_of_the_dashboard_feed(
         "holdings": [],
     }
     version = write_state(
-        series_settings, mid, pa_with_weights([1.0, 2.0, 3.0]), 0, offset=6, applied=7,
+        api_settings, mid, pa_with_weights([1.0, 2.0, 3.0]), 0, offset=6, applied=7,
         stats=stats_blob(7),
     )  # fmt: skip
     body = client.get(f"/v1/models/{mid}/figures").json()
@@ -234,7 +225,7 @@ def test_figures_of_one_model_are_its_entry_of_the_dashboard_feed(
     # a checkpoint with its figures stored: they are read as stored, the statistics unread
     stored = b'{"figures":{"rmse":9.5},"diagnostics":{"epsilon":0.25},"holdings":[["a",1.0]]}'
     write_state(
-        series_settings, mid, pa_with_weights([1.0, 2.0, 3.0]), version, offset=7, applied=8,
+        api_settings, mid, pa_with_weights([1.0, 2.0, 3.0]), version, offset=7, applied=8,
         stats=b"not a codec blob", figures=stored,
     )  # fmt: skip
     body = client.get(f"/v1/models/{mid}/figures").json()
