@@ -3,6 +3,7 @@ small real HTTP server that answers 503 on purpose."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import importlib
 import inspect
@@ -41,6 +42,23 @@ def _id(prefix: str) -> str:
 def api(api_url: str) -> Iterator[Client]:
     with Client(api_url, api_key="", timeout=10) as client:
         yield client
+
+
+@contextlib.contextmanager
+def _model_of(
+    api: Client, kind: str, dim: int, *, prefix: str | None = None, **spec: Any
+) -> Iterator[str]:
+    """A fresh model of ``kind`` for the block, deleted after; the test is skipped when
+    ``learners`` or that kind is not installed."""
+    learners = pytest.importorskip("learners")
+    if kind not in learners.REGISTRY:
+        pytest.skip(f"{kind} learner not registered")
+    model = _id(prefix or f"sdk-{kind}")
+    api.create_model(model, kind, dim, **spec)
+    try:
+        yield model
+    finally:
+        api.delete_model(model)
 
 
 @pytest.fixture
@@ -166,31 +184,17 @@ def test_task_endpoints_refuse_other_kinds(api: Client, pa_model: str) -> None:
 
 
 def test_portfolio_of_an_index_tracker(api: Client) -> None:
-    learners = pytest.importorskip("learners")
-    if "apas" not in learners.REGISTRY:
-        pytest.skip("apas learner not registered")
-    model = _id("sdk-apas")
-    api.create_model(model, "apas", 3, assets=["AAA", "BBB", "CCC"])
-    try:
+    with _model_of(api, "apas", 3, assets=["AAA", "BBB", "CCC"]) as model:
         folio = api.portfolio(model)
         assert set(folio.weights) == {"AAA", "BBB", "CCC"}
         assert abs(sum(folio.weights.values()) - 1.0) < 1e-9  # starts on the simplex
         assert len(folio.top(2)) == 2
-    finally:
-        api.delete_model(model)
 
 
 def test_quantify_a_quantifier(api: Client) -> None:
-    learners = pytest.importorskip("learners")
-    if "nemsis" not in learners.REGISTRY:
-        pytest.skip("nemsis learner not registered")
-    model = _id("sdk-nemsis")
-    api.create_model(model, "nemsis", 3)
-    try:
+    with _model_of(api, "nemsis", 3) as model:
         q = api.quantify(model, np.random.default_rng(1).standard_normal((20, 3)))
         assert 0.0 <= q.prevalence <= 1.0 and q.n == 20
-    finally:
-        api.delete_model(model)
 
 
 def test_metrics_show_the_model(api: Client, pa_model: str) -> None:
@@ -426,16 +430,9 @@ def test_metrics_json_and_exposition_agree(api: Client, pa_model: str) -> None:
 
 
 def test_register_a_block_of_a_transductive_learner(api: Client) -> None:
-    learners = pytest.importorskip("learners")
-    if "transductive" not in learners.REGISTRY:
-        pytest.skip("transductive learner not registered")
-    model = _id("sdk-trans")
-    api.create_model(model, "transductive", 2)
-    try:
+    with _model_of(api, "transductive", 2, prefix="sdk-trans") as model:
         got = api.register_block(model, np.random.default_rng(2).standard_normal((5, 2)), id="b1")
         assert got["event_id"] == "b1" and got["T"] == 5
-    finally:
-        api.delete_model(model)
 
 
 def test_the_old_module_name_clients_metrics_still_imports(monkeypatch: pytest.MonkeyPatch) -> None:
