@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from service.embedded.stack import (
     START_TIMEOUT_S,
     EmbeddedError,
     EmbeddedProcess,
+    _spawn,
     _wait,
     free_port,
     start_broker,
@@ -58,12 +58,7 @@ def start_localbucket(
     port = port or free_port(host)
     (data_dir / BUCKET).mkdir(parents=True, exist_ok=True)  # a bucket is a folder
     cmd = [sys.executable, "-m", "localbucket", "--host", host, "--port", str(port), str(data_dir)]
-    out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
-    proc = subprocess.Popen(
-        cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
-    )
-    if log_path:
-        out.close()  # type: ignore[union-attr]
+    proc = _spawn(cmd, log_path)
     _wait(proc, lambda: _http_answers(host, port), f"localbucket on {host}:{port}", timeout)
     logger.info("started localbucket pid %d on %s:%d (%s)", proc.pid, host, port, data_dir)
     return EmbeddedProcess("localbucket", host, port, proc, f"http://{host}:{port}")

