@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import schemathesis
 import uvicorn
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import Phase, given
 from hypothesis.errors import FlakyStrategyDefinition, Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
@@ -30,6 +30,7 @@ from schemathesis.specs.openapi.checks import (
 
 from service.api import create_app
 from service.embedded import free_port
+from tests._hypothesis import api_fuzz_settings
 
 pytestmark = [pytest.mark.service, pytest.mark.slow]
 
@@ -125,16 +126,12 @@ def test_generated_requests_never_5xx_and_match_the_schema(live) -> None:  # typ
     failures: list[str] = []
     try:
         Machine.run(
-            settings=settings(
-                max_examples=SCENARIOS,
-                derandomize=True,
-                deadline=None,
-                database=None,
+            settings=api_fuzz_settings(
+                SCENARIOS,
                 stateful_step_count=10,
                 # steps reuse server-made values (ids from responses): replaying a failure to
                 # shrink it cannot draw the same data, so report the failure as found
                 phases=[Phase.generate],
-                suppress_health_check=list(HealthCheck),
             )
         )
     except FlakyStrategyDefinition:
@@ -161,13 +158,7 @@ def test_generated_requests_never_5xx_and_match_the_schema(live) -> None:  # typ
 def _fuzz(op, mode, url: str, models: list[str], statuses: Counter[int]) -> None:  # type: ignore[no-untyped-def]
     n = [0]
 
-    @settings(
-        max_examples=EXAMPLES,
-        derandomize=True,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @api_fuzz_settings(EXAMPLES)
     @given(case=op.as_strategy(generation_mode=mode))
     def run(case) -> None:  # type: ignore[no-untyped-def]
         n[0] += 1

@@ -8,10 +8,11 @@ import uuid
 import pytest
 import schemathesis
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from schemathesis import GenerationMode
 
 from service.config import Settings
+from tests._hypothesis import api_fuzz_settings
 
 pytestmark = pytest.mark.service
 
@@ -54,13 +55,7 @@ def test_no_input_gives_a_500(client: TestClient, api_settings: Settings, kind: 
 def _fuzz(client, op, mode, mid: str, seen: dict[int, int]) -> None:  # type: ignore[no-untyped-def]
     """Run one operation's generated cases (one generation mode) against ``client``."""
 
-    @settings(
-        max_examples=EXAMPLES,
-        derandomize=True,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @api_fuzz_settings(EXAMPLES)
     @given(case=op.as_strategy(generation_mode=mode))
     def run(case) -> None:  # type: ignore[no-untyped-def]
         if "model_id" in (case.path_parameters or {}):
