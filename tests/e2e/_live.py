@@ -24,6 +24,7 @@ import httpx
 import numpy as np
 
 from service.embedded import free_port
+from tests._procs import terminate
 from tests.service.conftest import ROOT, WorkerProcess, settings_env, wait_for
 
 RATE_PER_MODEL = 40.0  # events/s per model: a steady stream, light on a 2-core machine
@@ -136,12 +137,7 @@ class LiveStack:
         self.feeder.join(20)
         for w in self.workers:
             w.stop()
-        self.api.terminate()
-        try:
-            self.api.wait(20)
-        except subprocess.TimeoutExpired:
-            self.api.kill()
-            self.api.wait()
+        terminate(self.api, 20)
 
 
 def _specs(tickers: list[str]) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ import pytest
 
 from service.docs_ui import router as docs_ui
 from service.embedded import free_port
+from tests._procs import terminate
 from tests.e2e._live import Cdp, start_chromium
 from tests.service.conftest import ROOT, settings_env, wait_for
 
@@ -119,11 +120,7 @@ def test_docs_render_offline(api_url: str, page: str, tmp_path: Path) -> None:
     try:
         paths, urls = asyncio.run(_rendered(ws_url, api_url + page, PROBES[page], expected))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        terminate(proc, 10)
     print(f"\n{page}: {len(paths)} operations, requests {[u[:80] for u in urls]}")
     assert expected >= 10 and len(paths) >= expected, paths
     assert any(u.endswith("/openapi.json") for u in urls), urls

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from service.api import create_app
 from service.config import Settings
+from tests._procs import terminate
 from tests.service._api_helpers import redis_call
 
 pytestmark = pytest.mark.service
@@ -46,12 +47,7 @@ def stack(make_settings) -> Iterator[tuple[TestClient, Settings]]:  # type: igno
         with TestClient(create_app(settings)) as client:
             yield client, settings
     finally:
-        worker.terminate()
-        try:
-            worker.wait(20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+        terminate(worker, 20)
 
 
 def wait_status(client: TestClient, mid: str, done: Callable[[dict[str, Any]], bool]) -> dict:  # type: ignore[type-arg]
