@@ -50,6 +50,7 @@ LearnedVector = list[Annotated[float, Bounded]]
 
 
 class _Strict(BaseModel):
+    # pydantic merges a subclass's model_config into this one: subclasses add only examples
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
@@ -63,8 +64,6 @@ class ModelSpec(_Strict):
     """A model: learner ``kind``, feature dimension and the learner's hyperparameters."""
 
     model_config = ConfigDict(
-        extra="forbid",
-        allow_inf_nan=False,
         json_schema_extra={
             "examples": [
                 {"id": "demo-pa", "kind": "pa", "dim": 3, "params": {"variant": "pa2", "C": 1.0}},
@@ -155,8 +154,6 @@ class PredictRequest(_Strict):
     """Either one vector ``x`` (with an optional ``hint``) or a batch ``instances``."""
 
     model_config = ConfigDict(
-        extra="forbid",
-        allow_inf_nan=False,
         json_schema_extra={
             "examples": [{"x": [0.1, -0.2, 0.3]}, {"instances": [[0.1, 0.2, 0.3], [1, 0, 0]]}]
         },
@@ -226,8 +223,6 @@ class EventIn(_Strict):
 
 class EventsRequest(_Strict):
     model_config = ConfigDict(
-        extra="forbid",
-        allow_inf_nan=False,
         json_schema_extra={
             "examples": [
                 {"events": [{"id": "e-1", "x": [0.1, 0.2, 0.3], "y": 0.5}, {"x": [1, 0, 0]}]}
@@ -248,8 +243,6 @@ class Accepted(BaseModel):
 
 class LabelRequest(_Strict):
     model_config = ConfigDict(
-        extra="forbid",
-        allow_inf_nan=False,
         json_schema_extra={"examples": [{"prediction_id": "3f2a9c...", "y": 0.37}]},
     )
 
@@ -270,8 +263,6 @@ class LabelResponse(BaseModel):
 # ---- task-specific -------------------------------------------------------------------------
 class QuantifyRequest(_Strict):
     model_config = ConfigDict(
-        extra="forbid",
-        allow_inf_nan=False,
         json_schema_extra={"examples": [{"instances": [[0.1, 0.2], [1.0, -1.0]], "method": "cc"}]},
     )
 
@@ -299,8 +290,6 @@ class PortfolioResponse(BaseModel):
 
 class BlockRequest(_Strict):
     model_config = ConfigDict(
-        extra="forbid",
-        allow_inf_nan=False,
         json_schema_extra={"examples": [{"vectors": [[0.1, 0.2], [0.3, -0.1], [1.0, 0.0]]}]},
     )
 
@@ -335,7 +324,7 @@ class CheckpointList(BaseModel):
 
 
 class RollbackRequest(_Strict):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"version": 7}]})
+    model_config = ConfigDict(json_schema_extra={"examples": [{"version": 7}]})
 
     version: int = Field(ge=1, strict=True, description="A kept checkpoint version.")
 
