@@ -33,19 +33,25 @@ import pytest
 RUN_ID = uuid.uuid4().hex[:10]
 
 
-@pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    override = os.environ.get("ONLINEPREDICT_TEST_REDIS_URL")
+def _given_or_started(variable: str, start: str) -> Iterator[str]:
+    """The address in the environment ``variable``, else the ``url`` of a server that
+    ``service.embedded.<start>()`` starts for the session and stops after it."""
+    override = os.environ.get(variable)
     if override:
         yield override
         return
-    from service.embedded import start_redis
+    import service.embedded
 
-    server = start_redis()
+    server = getattr(service.embedded, start)()
     try:
         yield server.url
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    yield from _given_or_started("ONLINEPREDICT_TEST_REDIS_URL", "start_redis")
 
 
 @pytest.fixture(scope="session")
@@ -67,17 +73,7 @@ def key_prefix(redis_url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
-    override = os.environ.get("ONLINEPREDICT_TEST_KAFKA_BOOTSTRAP")
-    if override:
-        yield override
-        return
-    from service.embedded import start_broker
-
-    broker = start_broker()
-    try:
-        yield broker.url
-    finally:
-        broker.stop()
+    yield from _given_or_started("ONLINEPREDICT_TEST_KAFKA_BOOTSTRAP", "start_broker")
 
 
 @pytest.fixture(scope="session")
