@@ -52,6 +52,27 @@ def test_env_example_lists_every_setting_with_its_default() -> None:
             assert env[key] == str(default), key
 
 
+def _start_up(args: list[str], **env: str) -> subprocess.Popen[bytes]:
+    """``onlinepredict up`` with ``args``, in this environment without its ONLINEPREDICT_*
+    settings, plus ``env``; its stdout and stderr piped together."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("ONLINEPREDICT_")}
+    full.update(env, PYTHONPATH=str(ROOT))
+    return subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "up", *args],
+        cwd=ROOT,
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def _stop_up(up: subprocess.Popen[bytes], sig: int) -> str:
+    """Send ``sig`` (SIGTERM or SIGINT, as Ctrl-C) and wait for the exit; its output."""
+    up.send_signal(sig)
+    out, _ = up.communicate(timeout=60)
+    return out.decode(errors="replace")
+
+
 def _wait(pred, what: str) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + WAIT_S
     while not pred():
@@ -64,8 +85,9 @@ def _wait(pred, what: str) -> None:  # type: ignore[no-untyped-def]
 def test_up_starts_missing_stack_restarts_a_dead_worker_and_stops_cleanly(tmp_path: Path):
     kport, rport, aport = free_port(), free_port(), free_port()
     prefix = f"optest-up-{uuid.uuid4().hex[:6]}:"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ONLINEPREDICT_")}
-    env.update(
+    logs = tmp_path / "logs"
+    up = _start_up(
+        ["--workers", "1", "--log-dir", str(logs)],
         ONLINEPREDICT_KAFKA_BOOTSTRAP=f"127.0.0.1:{kport}",
         ONLINEPREDICT_REDIS_URL=f"redis://127.0.0.1:{rport}/0",
         ONLINEPREDICT_API_PORT=str(aport),
@@ -73,15 +95,6 @@ def test_up_starts_missing_stack_restarts_a_dead_worker_and_stops_cleanly(tmp_pa
         ONLINEPREDICT_COMMIT_INTERVAL_S="0.3",
         ONLINEPREDICT_CONSUMER_SESSION_TIMEOUT_MS="6000",
         XDG_DATA_HOME=str(tmp_path / "data"),
-        PYTHONPATH=str(ROOT),
-    )
-    logs = tmp_path / "logs"
-    up = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "up", "--workers", "1", "--log-dir", str(logs)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
     )
     settings = Settings(
         kafka_bootstrap=f"127.0.0.1:{kport}",
@@ -111,9 +124,7 @@ def test_up_starts_missing_stack_restarts_a_dead_worker_and_stops_cleanly(tmp_pa
         assert int(r.hget(stats, "pid")) != pid
         r.close()
     finally:
-        up.send_signal(signal.SIGTERM)
-        out, _ = up.communicate(timeout=60)
-    text = out.decode(errors="replace")
+        text = _stop_up(up, signal.SIGTERM)
     assert up.returncode == 0, text[-3000:]
     assert "restarting" in text and "onlinepredict stopped." in text
     # everything it started is gone
@@ -134,28 +145,18 @@ def _alive(pid: int) -> bool:
 @pytest.mark.slow
 def test_up_uses_what_already_answers(kafka_bootstrap, redis_url, key_prefix) -> None:
     aport = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ONLINEPREDICT_")}
-    env.update(
+    up = _start_up(
+        ["--workers", "1"],
         ONLINEPREDICT_KAFKA_BOOTSTRAP=kafka_bootstrap,
         ONLINEPREDICT_REDIS_URL=redis_url,
         ONLINEPREDICT_API_PORT=str(aport),
         ONLINEPREDICT_KEY_PREFIX=f"{key_prefix}up:",
         ONLINEPREDICT_EVENTS_TOPIC=f"optest.up.{uuid.uuid4().hex[:6]}",
-        PYTHONPATH=str(ROOT),
-    )
-    up = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "up", "--workers", "1"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
     )
     try:
         _wait(lambda: port_open(aport), "the API to listen")
     finally:
-        up.send_signal(signal.SIGINT)
-        out, _ = up.communicate(timeout=60)
-    text = out.decode(errors="replace")
+        text = _stop_up(up, signal.SIGINT)
     assert up.returncode == 0, text[-3000:]
     assert "using the Kafka broker" in text and "using the Redis" in text
     host, port = kafka_bootstrap.rsplit(":", 1)
@@ -180,24 +181,15 @@ def test_up_exposes_each_workers_metrics_and_observe_scrapes_them(
     kafka_bootstrap, redis_url, key_prefix
 ) -> None:
     aport, pport = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ONLINEPREDICT_")}
-    env.update(
+    observe = shutil.which("prometheus") is not None
+    up = _start_up(
+        ["--workers", "2", *(["--observe"] if observe else [])],
         ONLINEPREDICT_KAFKA_BOOTSTRAP=kafka_bootstrap,
         ONLINEPREDICT_REDIS_URL=redis_url,
         ONLINEPREDICT_API_PORT=str(aport),
         ONLINEPREDICT_PROMETHEUS_PORT=str(pport),
         ONLINEPREDICT_KEY_PREFIX=f"{key_prefix}upm:",
         ONLINEPREDICT_EVENTS_TOPIC=f"optest.upm.{uuid.uuid4().hex[:6]}",
-        PYTHONPATH=str(ROOT),
-    )
-    observe = shutil.which("prometheus") is not None
-    cmd = [sys.executable, "-m", "service.cli", "up", "--workers", "2"]
-    up = subprocess.Popen(
-        cmd + (["--observe"] if observe else []),
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
     )
     lines = _lines(up.stdout)
     try:
