@@ -28,6 +28,7 @@ import redis as redis_lib
 from fastapi.testclient import TestClient
 
 from service.api import create_app
+from service.config import Settings
 from service.embedded import free_port, start_broker
 from service.embedded.topics import ensure_topics
 from service.store.keys import Keys
@@ -52,6 +53,13 @@ SMALL_WINDOW = 50  # seen_ids_keep: fewer ids than a partition's replay (see the
 
 def _spec(model: str) -> dict:
     return {"id": model, "kind": "pa", "dim": 3, "params": {"C": 0.5}}
+
+
+def _registered(redis_client: redis_lib.Redis, st: Settings, model: str) -> tuple[Keys, dict]:
+    """Register the model ``model`` (`_spec`) under ``st``'s key prefix: its keys, its spec."""
+    keys, spec = Keys(st.key_prefix), _spec(model)
+    register(redis_client, keys, spec)
+    return keys, spec
 
 
 def test_recreated_model_learns_only_events_after_its_creation(
@@ -96,9 +104,8 @@ def test_model_events_on_another_partition_are_dead_lettered_not_replayed(
     events elsewhere are dead-lettered with a reason naming the home partition and change
     nothing, and the home partition is not replayed (before: 425 applied for 225)."""
     st = make_settings(**FAST, seen_ids_keep=SMALL_WINDOW)
-    keys, model = Keys(st.key_prefix), "moved"
-    spec = _spec(model)
-    register(redis_client, keys, spec)
+    model = "moved"
+    keys, spec = _registered(redis_client, st, model)
     worker = WorkerProcess(st, "w", tmp_path)
     worker.start()
     try:
@@ -165,9 +172,8 @@ def test_truncated_log_prefix_is_not_learned_again_after_a_restart(
     broker = start_broker(port=port)
     try:
         st = make_settings(**FAST, kafka_bootstrap=broker.url)
-        keys, model = Keys(st.key_prefix), "cut"
-        spec = _spec(model)
-        register(redis_client, keys, spec)
+        model = "cut"
+        keys, spec = _registered(redis_client, st, model)
         old, relog, broker = _truncate_and_restart(st, model, redis_client, tmp_path, port, broker)
     finally:
         broker.stop()
@@ -190,9 +196,8 @@ def test_truncated_log_beyond_the_window_stops_the_model_instead_of_relearning(
     broker = start_broker(port=port)
     try:
         st = make_settings(**FAST, seen_ids_keep=SMALL_WINDOW, kafka_bootstrap=broker.url)
-        keys, model = Keys(st.key_prefix), "cut-far"
-        spec = _spec(model)
-        register(redis_client, keys, spec)
+        model = "cut-far"
+        keys, spec = _registered(redis_client, st, model)
         old, _, broker = _truncate_and_restart(st, model, redis_client, tmp_path, port, broker)
         with TestClient(create_app(st)) as api:
             status = api.get(f"/v1/models/{model}").json()["status"]
@@ -226,9 +231,8 @@ def test_truncated_log_new_records_are_learned_by_a_running_worker(
     """
     metrics_port = free_port()  # its record counters, for the failure message
     st = make_settings(**FAST, worker_metrics_port=metrics_port)
-    keys, model = Keys(st.key_prefix), "cut-live"
-    spec = _spec(model)
-    register(redis_client, keys, spec)
+    model = "cut-live"
+    keys, spec = _registered(redis_client, st, model)
     worker = WorkerProcess(st, "w", tmp_path)
     worker.start()
     try:
@@ -305,9 +309,8 @@ def test_lost_first_checkpoint_is_relearned_not_skipped(
     log instead of starting at the committed offset without them (before: 5 applied for
     105)."""
     st = make_settings(**FAST)
-    keys, model = Keys(st.key_prefix), "amnesia"
-    spec = _spec(model)
-    register(redis_client, keys, spec)
+    model = "amnesia"
+    keys, spec = _registered(redis_client, st, model)
     worker = WorkerProcess(st, "w", tmp_path)
     worker.start()
     try:
@@ -339,8 +342,8 @@ def test_an_id_resent_past_the_dedupe_window_is_counted_not_silent(
     so; docs/reliability.md, "Duplicates")."""
     port = free_port()
     st = make_settings(**FAST, seen_ids_keep=5, worker_metrics_port=port)
-    keys, model = Keys(st.key_prefix), "window"
-    register(redis_client, keys, _spec(model))
+    model = "window"
+    keys, _ = _registered(redis_client, st, model)
     worker = WorkerProcess(st, "w", tmp_path)
     worker.start()
     try:
