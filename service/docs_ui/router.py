@@ -6,11 +6,12 @@ Both UIs are installed from npm at build time into ``service/docs_ui/node_module
 
 from __future__ import annotations
 
+import functools
 import pathlib
 
 from fastapi import APIRouter, HTTPException
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse, Response
 
 HERE = pathlib.Path(__file__).parent
 MODULES = HERE / "node_modules"
@@ -22,6 +23,13 @@ ASSETS = {
     "redoc.standalone.js": MODULES / "redoc" / "bundles" / "redoc.standalone.js",
 }
 PREFIX = "/docs/assets/"
+# What a bundle would still fetch from the network, pointed at a local file: ReDoc's
+# sidebar always shows Redocly's logo from their CDN (no option turns it off).
+OFFLINE_PATCHES = {
+    "redoc.standalone.js": [
+        (b"https://cdn.redoc.ly/redoc/logo-mini.svg", (PREFIX + "favicon-32x32.png").encode())
+    ],
+}
 OPENAPI_URL = "/openapi.json"
 TITLE = "onlinepredict"
 
@@ -66,8 +74,19 @@ async def redoc() -> HTMLResponse:
 
 
 @router.get(PREFIX + "{name}", include_in_schema=False)
-async def asset(name: str) -> FileResponse:
+async def asset(name: str) -> Response:
     path = ASSETS.get(name)
     if path is None or not path.exists():
         raise HTTPException(404, f"no documentation asset {name!r}")
+    if name in OFFLINE_PATCHES:
+        return Response(_patched(name, path.stat().st_mtime_ns), media_type="text/javascript")
     return FileResponse(path)
+
+
+@functools.lru_cache(maxsize=len(OFFLINE_PATCHES))
+def _patched(name: str, mtime_ns: int) -> bytes:
+    """The asset with its network fetches made local (cached per file version)."""
+    body = ASSETS[name].read_bytes()
+    for old, new in OFFLINE_PATCHES[name]:
+        body = body.replace(old, new)
+    return body

@@ -26,6 +26,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.service, pytest.mark.slow]
 
 WAIT_S = 60.0  # bounds a hang, not a timing assertion
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+# what each UI draws last, awaited before the requests are judged: ReDoc's sidebar logo
+# (fetched from Redocly's CDN unless the served bundle points it here)
+LAST_DRAWN = {
+    "/docs": "true",
+    "/redoc": "(i => !!i && i.complete)(document.querySelector('img[alt=\"redocly logo\"]'))",
+}
 # the text of an operation's path, as each UI renders it
 PROBES = {
     "/docs": "[...document.querySelectorAll('.opblock-summary-path')].map(e => e.textContent)",
@@ -85,7 +91,7 @@ def api_url(make_settings: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 
 async def _rendered(
-    ws_url: str, url: str, probe: str, expected: int
+    ws_url: str, url: str, probe: str, expected: int, last: str
 ) -> tuple[list[str], list[str]]:
     import websockets
 
@@ -99,7 +105,8 @@ async def _rendered(
         while time.monotonic() < deadline:
             paths = await cdp.evaluate(probe) or []
             # every operation of the schema is on the page (the UIs render progressively)
-            if len(paths) >= expected and any("/v1/models" in p for p in paths):
+            done = len(paths) >= expected and any("/v1/models" in p for p in paths)
+            if done and await cdp.evaluate(last):
                 return paths, cdp.urls
             await asyncio.sleep(0.5)
         raise AssertionError(f"{len(paths)}/{expected} operations at {url}; requests {cdp.urls}")
@@ -118,7 +125,9 @@ def test_docs_render_offline(api_url: str, page: str, tmp_path: Path) -> None:
     profile.mkdir()
     proc, ws_url = start_chromium(binary, profile)
     try:
-        paths, urls = asyncio.run(_rendered(ws_url, api_url + page, PROBES[page], expected))
+        paths, urls = asyncio.run(
+            _rendered(ws_url, api_url + page, PROBES[page], expected, LAST_DRAWN[page])
+        )
     finally:
         terminate(proc, 10)
     print(f"\n{page}: {len(paths)} operations, requests {[u[:80] for u in urls]}")

@@ -48,6 +48,22 @@ def test_docs_html_names_no_external_host(client: TestClient, page: str) -> None
         assert got.status_code == 200 and got.content, url
 
 
+def test_served_bundles_fetch_nothing_from_a_cdn(client: TestClient) -> None:
+    """ReDoc's sidebar logo comes from Redocly's CDN in the npm bundle; the served one
+    points it at a local asset (the headless check in tests/e2e sees the request)."""
+    if not _installed():
+        pytest.skip("docs assets not installed (make setup)")
+    for name, patches in docs_ui.OFFLINE_PATCHES.items():
+        on_disk = docs_ui.ASSETS[name].read_bytes()
+        served = client.get(docs_ui.PREFIX + name)
+        assert served.status_code == 200
+        assert served.headers["content-type"].startswith("text/javascript")
+        for old, new in patches:
+            assert old in on_disk, f"{name} no longer has {old!r}: drop the patch"
+            assert old not in served.content and new in served.content
+            assert client.get(new.decode()).status_code == 200
+
+
 def test_unknown_asset_is_404_not_a_file_read(client: TestClient) -> None:
     for name in ("package.json", "..%2Fpackage.json", "swagger-ui-dist%2Findex.html"):
         assert client.get(docs_ui.PREFIX + name).status_code == 404, name
