@@ -66,15 +66,5 @@ async def dashboard_data(store: StoreDep) -> dict[str, Any]:
     snaps.sort(key=lambda s: (s.model != DEMO_MODEL, s.model))  # the demo first, then by id
     return {
         "ts": time.time(),
-        "models": [
-            {
-                "id": s.model,
-                "kind": s.kind,
-                "counters": s.counters,
-                "figures": s.figures,
-                "diagnostics": s.diagnostics,
-                "holdings": s.holdings,
-            }
-            for s in snaps
-        ],
+        "models": [s.as_json() for s in snaps],
     }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -31,6 +32,19 @@ class ModelSnapshot:
     diagnostics: dict[str, float] = field(default_factory=dict)
     holdings: list[tuple[str, float]] = field(default_factory=list)  # index trackers only
     halted: bool = False  # the model stopped learning (service/worker/divergence.py)
+
+    def as_json(self) -> dict[str, Any]:
+        """The model's figures as the JSON routes give them (``/v1/models/{id}/figures``,
+        the dashboard's feed): holdings as ``[asset, weight]`` pairs."""
+        return {
+            "id": self.model,
+            "kind": self.kind,
+            "version": self.version,
+            "counters": self.counters,
+            "figures": self.figures,
+            "diagnostics": self.diagnostics,
+            "holdings": [[name, weight] for name, weight in self.holdings],
+        }
 
 
 # figure name -> (metric suffix, help, extra labels)

@@ -22,14 +22,11 @@ from learners.codec import StateCodecError, decode_state
 from service.metrics import figures as figs
 from service.metrics.exposition import OUTCOMES, ModelSnapshot
 from service.metrics.running import RunningStats
+from service.store import registry
 from service.store.keys import Keys
 
 logger = logging.getLogger(__name__)
 FIELDS = ("version", *OUTCOMES, "halted", "figures")
-
-
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 async def read_snapshots(
@@ -38,7 +35,7 @@ async def read_snapshots(
     """One snapshot per registered model, or per one of ``models`` that exists (counters
     zero before the first checkpoint); ``holdings`` is filled when ``with_holdings``."""
     if models is None:
-        models = sorted(_text(m) for m in await redis.smembers(keys.models()))
+        models = await registry.list_model_ids(redis, keys)
     if not models:
         return []
     pipe = redis.pipeline(transaction=False)

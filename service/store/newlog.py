@@ -21,12 +21,11 @@ version check instead of writing an old-log stamp back.
 
 from __future__ import annotations
 
-import json
 import time
-from typing import Any
 
 from redis.asyncio import Redis
 
+from service.store import registry
 from service.store.checkpoints import new_token
 from service.store.keys import Keys
 
@@ -43,30 +42,22 @@ return 1
 """
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 async def rebase_on_new_log(redis: Redis, keys: Keys) -> list[str]:
     """Move every registered model's stamp and origin before the start of its partition
     of a new, empty log; returns the models that had a stamp. Only for a log no worker has
     read yet."""
     script = redis.register_script(_REBASE_LUA)
+    ids = await registry.list_model_ids(redis, keys)
+    specs = await registry.get_specs(redis, keys, ids)
     moved: list[str] = []
-    for model in sorted(_s(m) for m in await redis.smembers(keys.models())):
+    for model in ids:
         if await script(
             keys=[keys.state(model), keys.history(model)],
             args=[BEFORE_START, new_token(), time.time()],
         ):
             moved.append(model)
-        raw = await redis.get(keys.spec(model))
-        if raw is None:
-            continue
-        spec = json.loads(raw)
-        origin = spec.get("origin")
+        origin = specs.get(model, {}).get("origin")
         if isinstance(origin, dict) and origin.get("offset") != BEFORE_START:
-            spec["origin"] = {**origin, "offset": BEFORE_START}
-            await redis.set(
-                keys.spec(model), json.dumps(spec, sort_keys=True, separators=(",", ":"))
-            )
+            spec = {**specs[model], "origin": {**origin, "offset": BEFORE_START}}
+            await registry.replace_spec(redis, keys, spec)
     return moved

@@ -75,8 +75,7 @@ async def create_spec(
     partition's ``partition-models`` set, so a worker assigned that partition replays from
     the origin even if the model's first checkpoint is lost."""
     model = str(spec["id"])
-    payload = json.dumps(spec, sort_keys=True, separators=(",", ":"))
-    stored = await redis.set(keys.spec(model), payload, nx=not overwrite)
+    stored = await redis.set(keys.spec(model), _encode(spec), nx=not overwrite)
     if not stored:
         return False
     home = home_partition(spec)
@@ -89,6 +88,15 @@ async def create_spec(
             pipe.sadd(keys.partition_models(topic, home), model)
         await pipe.execute()
     return True
+
+
+async def replace_spec(redis: Redis, keys: Keys, spec: dict[str, Any]) -> None:
+    """Overwrite a stored spec in place: its registration (models set, partition) stays."""
+    await redis.set(keys.spec(str(spec["id"])), _encode(spec), xx=True)
+
+
+def _encode(spec: dict[str, Any]) -> str:
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
 
 
 async def get_spec(redis: Redis, keys: Keys, model: str) -> dict[str, Any] | None:

@@ -27,13 +27,4 @@ async def model_figures(model: ModelDep, store: StoreDep) -> FiguresOut:
     snaps = await read_snapshots(store.redis, store.keys, with_holdings=True, models=[model.id])
     if not snaps:  # deleted between the spec read and this one
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no model with id {model.id!r}")
-    s = snaps[0]
-    return FiguresOut(
-        id=s.model,
-        kind=s.kind,
-        version=s.version,
-        counters=s.counters,
-        figures=s.figures,
-        diagnostics=s.diagnostics,
-        holdings=[[name, weight] for name, weight in s.holdings],
-    )
+    return FiguresOut(**snaps[0].as_json())
