@@ -1,4 +1,4 @@
-"""A model's figures as JSON from ``GET /v1/models/{id}/figures`` (docs/design.md, "HTTP
+"""A model's figures as JSON from ``GET /v1/models/{id}/metrics`` (docs/design.md, "HTTP
 API"; the dashboard's feed ``/v1/dashboard/data`` has the same entry for every model): its
 ``counters`` (applied, duplicate, rejected), running ``figures``
 (the values ``/metrics`` exports: cumulative loss and regret, rmse, error rate ...), the
@@ -15,7 +15,7 @@ from typing import Any
 
 
 def figures_path(quoted_model: str) -> str:
-    return f"/v1/models/{quoted_model}/figures"
+    return f"/v1/models/{quoted_model}/metrics"
 
 
 OUTCOMES = ("applied", "duplicate", "rejected")
@@ -31,8 +31,8 @@ EXTRA_FIGURES = (
 
 
 def model_entry(body: Any, model: str) -> dict[str, Any]:
-    """The model's entry of a ``/figures`` answer (one model) or of a ``/v1/dashboard/data``
-    answer (every model); empty parts when it is not there.
+    """The model's entry of a ``/v1/models/{id}/metrics`` answer (one model) or of a
+    ``/v1/dashboard/data`` answer (every model); empty parts when it is not there.
 
     Examples
     --------
@@ -41,13 +41,13 @@ def model_entry(body: Any, model: str) -> dict[str, Any]:
     ({'applied': 3}, {})
     """
     if isinstance(body, dict) and "models" not in body:
-        body = {"models": [body]}  # one model's /figures
+        body = {"models": [body]}  # one model's /metrics
     models = body.get("models", []) if isinstance(body, dict) else []
     entry = next((m for m in models if isinstance(m, dict) and m.get("id") == model), {})
     return {
         "id": model,
         "kind": entry.get("kind"),
-        "version": entry.get("version"),  # /figures has it, the dashboard's feed does not
+        "version": entry.get("version"),  # the model route has it, the dashboard's feed does not
         "listed": bool(entry),
         "counters": dict(entry.get("counters") or {}),
         "figures": dict(entry.get("figures") or {}),

@@ -424,7 +424,7 @@ class _Ops:
         return self._run(_Call("GET", "/metrics"), lambda b: b if isinstance(b, str) else "")
 
     def model_snapshot(self, model: str) -> Op[dict[str, Any]]:
-        """The model's live figures as JSON, from ``GET /v1/models/{id}/figures``: ``kind``,
+        """The model's live figures as JSON, from ``GET /v1/models/{id}/metrics``: ``kind``,
         ``counters`` (applied, duplicate, rejected), ``figures`` (cumulative loss and regret,
         rmse, error rate ...), ``diagnostics`` (the learner's last step) and ``holdings``
         (index trackers). `NotFoundError` for an unknown model."""
@@ -435,7 +435,7 @@ class _Ops:
 
     def model_metrics(self, model: str) -> Op[dict[str, Any]]:
         """A model's headline figures (events, rmse or mistakes, regret ...), from
-        ``GET /v1/models/{id}/figures`` (see `clients.figures.summarize`)."""
+        ``GET /v1/models/{id}/metrics`` (see `clients.figures.summarize`)."""
         return self._run(
             _Call("GET", _figures.figures_path(_quote(model))),
             lambda b: _figures.summarize(_figures.model_entry(b, model)),
@@ -452,7 +452,7 @@ class _Ops:
 
     def processed(self, model: str) -> Op[int]:
         """Events the workers have taken into the model's checkpointed state (applied +
-        duplicate + rejected), from ``GET /v1/models/{id}``, else its ``/figures``."""
+        duplicate + rejected), from ``GET /v1/models/{id}``, else its ``/metrics``."""
         info = yield from self.get_model(model)
         if info.processed is not None:
             return info.processed

@@ -4,7 +4,7 @@ The stream goes through Kafka (the events topic, keyed by model id) or through t
 events endpoint. Every event gets a fresh uuid4 id, so the workers apply each exactly once.
 After the last send, the command polls the model's processed-event counter (applied +
 duplicate + rejected, from ``GET /v1/models/{id}``) until it has grown by the number of
-events sent, then prints the model's figures (``/v1/models/{id}/figures``, `Client.model_metrics`).
+events sent, then prints the model's figures (``/v1/models/{id}/metrics``, `Client.model_metrics`).
 """
 
 from __future__ import annotations

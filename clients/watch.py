@@ -1,5 +1,5 @@
 """``onlinepredict watch MODEL``: a live terminal view of a model's figures, read from the
-API's JSON route ``/v1/models/{id}/figures`` (`clients.figures`)."""
+API's JSON route ``/v1/models/{id}/metrics`` (`clients.figures`)."""
 
 from __future__ import annotations
 

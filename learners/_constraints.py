@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -22,6 +22,12 @@ class Constraint:
 
     def describe(self) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the values this constraint accepts, for the service's OpenAPI
+        document (so clients and fuzzers see the real bounds); at most as strict as
+        ``is_satisfied_by``, which stays the check that decides."""
+        return {}
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,14 @@ class Interval(Constraint):
         what = "an integer" if self.integer else "a real number"
         return f"{what} in {left}{self.low}, {self.high}{right}"
 
+    def json_schema(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "integer" if self.integer else "number"}
+        if math.isfinite(self.low):
+            out["minimum" if self.closed in ("both", "left") else "exclusiveMinimum"] = self.low
+        if math.isfinite(self.high):
+            out["maximum" if self.closed in ("both", "right") else "exclusiveMaximum"] = self.high
+        return out
+
 
 @dataclass(frozen=True)
 class Options(Constraint):
@@ -70,6 +84,9 @@ class Options(Constraint):
     def describe(self) -> str:
         return "one of " + ", ".join(repr(v) for v in self.values)
 
+    def json_schema(self) -> dict[str, Any]:
+        return {"enum": list(self.values)}
+
 
 @dataclass(frozen=True)
 class Boolean(Constraint):
@@ -78,6 +95,9 @@ class Boolean(Constraint):
 
     def describe(self) -> str:
         return "a boolean"
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": "boolean"}
 
 
 @dataclass(frozen=True)
@@ -91,6 +111,9 @@ class NoneOr(Constraint):
 
     def describe(self) -> str:
         return f"None or {self.inner.describe()}"
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"anyOf": [self.inner.json_schema(), {"type": "null"}]}
 
 
 @dataclass(frozen=True)
@@ -108,6 +131,9 @@ class AnyOf(Constraint):
     def describe(self) -> str:
         return " or ".join(c.describe() for c in self.alternatives)
 
+    def json_schema(self) -> dict[str, Any]:
+        return {"anyOf": [c.json_schema() for c in self.alternatives]}
+
 
 @dataclass(frozen=True)
 class Predicate(Constraint):
@@ -115,6 +141,8 @@ class Predicate(Constraint):
 
     check: Callable[[Any], bool]
     description: str
+    #: what JSON Schema can say of the accepted values (the check may say more)
+    schema: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     def is_satisfied_by(self, value: Any) -> bool:
         try:
@@ -124,6 +152,9 @@ class Predicate(Constraint):
 
     def describe(self) -> str:
         return self.description
+
+    def json_schema(self) -> dict[str, Any]:
+        return dict(self.schema)
 
 
 def validate(owner: str, params: dict[str, Any], constraints: dict[str, Constraint]) -> None:

@@ -166,10 +166,20 @@ class APASRegressor(Learner):
         "rho": NoneOr(
             AnyOf(
                 Interval(0.0, _INF, closed="left"),
-                Predicate(_nonneg_list, "a non-empty list of finite numbers >= 0"),
+                Predicate(
+                    _nonneg_list,
+                    "a non-empty list of finite numbers >= 0",
+                    {"type": "array", "items": {"type": "number", "minimum": 0}, "minItems": 1},
+                ),
             )
         ),
-        "groups": NoneOr(Predicate(_label_list, "a list of integer group labels >= 0")),
+        "groups": NoneOr(
+            Predicate(
+                _label_list,
+                "a list of integer group labels >= 0",
+                {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1},
+            )
+        ),
         "feasible": Options(FEASIBLE_SETS),
         "radius": Interval(0.0, _INF, closed="neither"),
         "gamma1": Interval(0.0, 1.0, closed="right"),

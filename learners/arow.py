@@ -160,7 +160,16 @@ class AROW(BinaryClassifier):
         "r": Interval(0.0, math.inf, closed="neither"),
         "diagonal": Options(DIAGONAL_OPTIONS),
         "classes": NoneOr(
-            Predicate(_valid_classes, "a list of at least 2 distinct ints or strings")
+            Predicate(
+                _valid_classes,
+                "a list of at least 2 distinct ints or strings",
+                {
+                    "type": "array",
+                    "items": {"type": ["integer", "string"]},
+                    "minItems": 2,
+                    "uniqueItems": True,
+                },
+            )
         ),
         "update_covariance": Boolean(),
     }

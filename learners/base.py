@@ -201,6 +201,23 @@ class Learner:
         return {p.name: p.default for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY}
 
     @classmethod
+    def params_schema(cls) -> dict[str, Any]:
+        """The JSON Schema of this kind's hyperparameters, made from the same declarations
+        ``__init__`` checks (``_constraints`` and the signature's defaults), for the
+        service's OpenAPI document: a property each, its default and the constraint's
+        words as its description; no other names."""
+        props: dict[str, Any] = {}
+        for name, default in cls._param_defaults().items():
+            constraint = cls._constraints.get(name)
+            prop = constraint.json_schema() if constraint is not None else {}
+            if constraint is not None:
+                prop["description"] = f"must be {constraint.describe()}"
+            if isinstance(default, str | int | float | bool | type(None)):
+                prop["default"] = default
+            props[name] = prop
+        return {"type": "object", "properties": props, "additionalProperties": False}
+
+    @classmethod
     def _check_param_names(cls, params: Mapping[str, Any]) -> None:
         unknown = sorted(set(params) - set(cls.param_names()))
         if unknown:

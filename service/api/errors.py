@@ -22,6 +22,7 @@ from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.api.broker import BrokerUnavailable
+from service.api.schemas import SPEC_DISCRIMINATOR
 from service.api.serving import CheckpointUnreadable
 
 logger = logging.getLogger(__name__)
@@ -47,8 +48,19 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return out or "body"
 
 
-def readable(errors: list[dict[str, Any]]) -> str:
-    msgs = [f"{_loc(tuple(e.get('loc', ())))}: {e.get('msg', 'invalid')}" for e in errors[:10]]
+def _message(e: dict[str, Any], body: Any) -> str:
+    if e.get("type") == "union_tag_invalid":  # e.g. an unknown learner kind
+        ctx = e.get("ctx") or {}
+        field = str(ctx.get("discriminator", "")).strip("'")
+        return f"{field}: unknown {field} {ctx.get('tag')!r}; known: {ctx.get('expected_tags')}"
+    loc = tuple(e.get("loc", ()))
+    if len(loc) > 1 and isinstance(body, dict) and body.get(SPEC_DISCRIMINATOR) == loc[1]:
+        loc = loc[:1] + loc[2:]  # pydantic names the union's variant: the client did not
+    return f"{_loc(loc)}: {e.get('msg', 'invalid')}"
+
+
+def readable(errors: list[dict[str, Any]], body: Any = None) -> str:
+    msgs = [_message(e, body) for e in errors[:10]]
     more = len(errors) - len(msgs)
     return "; ".join(msgs) + (f"; and {more} more" if more > 0 else "")
 
@@ -66,7 +78,8 @@ async def _validation(_: Request, exc: Exception) -> JSONResponse:
     slim = [
         {"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in errs
     ]
-    return _error(status.HTTP_422_UNPROCESSABLE_CONTENT, readable(errs), errors=slim)
+    detail = readable(errs, exc.body)
+    return _error(status.HTTP_422_UNPROCESSABLE_CONTENT, detail, errors=slim)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

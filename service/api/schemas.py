@@ -5,7 +5,7 @@ Floats are finite everywhere (``allow_inf_nan=False``), so NaN and inf are a rea
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import (
     AfterValidator,
@@ -14,10 +14,14 @@ from pydantic import (
     Field,
     PrivateAttr,
     StringConstraints,
+    WithJsonSchema,
+    create_model,
     model_validator,
 )
 
+import learners
 from service.limits import MAX_ABS_VALUE
+from service.metrics.exposition import FIGURE_HELP
 
 #: Model ids become part of Redis keys and Kafka keys: no braces, colons or spaces.
 ModelId = Annotated[
@@ -116,6 +120,49 @@ class ModelSpec(_Strict):
             if len(set(self.assets)) != len(self.assets):
                 raise ValueError("asset names must be unique")
         return self
+
+
+class _KindSpec(ModelSpec):
+    model_config = ConfigDict(json_schema_extra=None)  # ModelSpec's examples mix kinds
+
+
+def _spec_of_kind(kind: str, learner: type[learners.Learner]) -> type[ModelSpec]:
+    """``ModelSpec`` for one learner kind, its ``params`` described by the learner's own
+    declaration (``Learner.params_schema``). The schema only describes: the learner, built
+    from the spec, stays the check that decides and words the message."""
+    name = "".join(part.capitalize() for part in kind.replace("-", "_").split("_")) + "Spec"
+    doc = (learner.__doc__ or "").strip().splitlines()
+    return create_model(
+        name,
+        __base__=_KindSpec,
+        __doc__=f"A ``{kind}`` model ({learner.task}): {doc[0] if doc else learner.__name__}",
+        kind=(Literal[kind], Field(description="The learner kind.")),  # type: ignore[arg-type]
+        dim=(
+            int,
+            Field(
+                ge=1,
+                description="Number of features of x.",
+                # the learner's own bound (it refuses more); a server may set a lower one
+                json_schema_extra={"maximum": learner.max_dim},
+            ),
+        ),
+        params=(
+            Annotated[dict[str, Any], WithJsonSchema(learner.params_schema())],
+            Field(default_factory=dict, description=f"The hyperparameters of ``{kind}``."),
+        ),
+    )
+
+
+#: The body of ``POST /v1/models``: one ``ModelSpec`` per learner kind, told apart by
+#: ``kind`` (OpenAPI: ``oneOf`` with a discriminator), generated from the learners' registry.
+SPEC_DISCRIMINATOR = "kind"
+if TYPE_CHECKING:  # built at import time; type checkers see ModelSpec, every variant's base
+    NewModelSpec = ModelSpec
+else:
+    NewModelSpec = Annotated[
+        Union[tuple(_spec_of_kind(k, c) for k, c in sorted(learners.REGISTRY.items()))],  # noqa: UP007
+        Field(discriminator=SPEC_DISCRIMINATOR),
+    ]
 
 
 class ModelStatus(BaseModel):
@@ -365,6 +412,24 @@ class SeriesOut(BaseModel):
     points: list[SeriesPointOut] = Field(description="Oldest first.")
 
 
+class Counters(BaseModel):
+    applied: int = Field(0, description="Events learned.")
+    duplicate: int = Field(0, description="Events skipped as already learned (same event id).")
+    rejected: int = Field(0, description="Events sent to the dead-letter topic.")
+
+
+#: A model's running figures, one optional field per name the service computes (which
+#: ones a model has depends on its task; absent before its first labelled event).
+ModelFigures = create_model(  # type: ignore[call-overload]
+    "ModelFigures",
+    __doc__="A model's running figures (the values /metrics exports for it).",
+    **{
+        name: (float | None, Field(None, description=help_))
+        for name, help_ in FIGURE_HELP.items()
+    },
+)
+
+
 class FiguresOut(BaseModel):
     """A model's live figures, read from its latest checkpoint (the dashboard's feed shows
     the same for every model)."""
@@ -372,12 +437,11 @@ class FiguresOut(BaseModel):
     id: str
     kind: str
     version: int = Field(description="Of the checkpoint read (0 before the first).")
-    counters: dict[str, int] = Field(description="applied, duplicate, rejected.")
-    figures: dict[str, float] = Field(
-        description="The values /metrics exports: cumulative_loss, cumulative_regret, rmse, "
-        "error_rate, tracking_error ... (which ones depends on the task)."
+    counters: Counters
+    figures: ModelFigures  # type: ignore[valid-type]
+    diagnostics: dict[str, float] = Field(
+        description="The learner's last step (names depend on the kind: tau, epsilon, ...)."
     )
-    diagnostics: dict[str, float] = Field(description="The learner's last step.")
     # pairs as lists, as the dashboard's feed has them (a tuple type makes an OpenAPI
     # `items` array that schema validators reject)
     holdings: list[list[str | float]] = Field(

@@ -34,7 +34,7 @@ class ModelSnapshot:
     halted: bool = False  # the model stopped learning (service/worker/divergence.py)
 
     def as_json(self) -> dict[str, Any]:
-        """The model's figures as the JSON routes give them (``/v1/models/{id}/figures``,
+        """The model's figures as the JSON routes give them (``/v1/models/{id}/metrics``,
         the dashboard's feed): holdings as ``[asset, weight]`` pairs."""
         return {
             "id": self.model,
@@ -76,6 +76,14 @@ _GAUGES: dict[str, tuple[str, str, dict[str, str]]] = {
         "Smoothed KLD between true and estimated prevalence.",
         {},
     ),
+}
+
+
+#: every figure a model may report, with its meaning (the JSON route's typed schema)
+FIGURE_HELP: dict[str, str] = {
+    "labelled_events": "Labelled events learned.",
+    "mistakes": "Misclassified labelled events.",
+    **{name: help_ for name, (_, help_, _) in _GAUGES.items()},
 }
 
 

@@ -1,4 +1,4 @@
-"""The figures a checkpoint carries for its readers (``/metrics``, ``/v1/models/{id}/figures``,
+"""The figures a checkpoint carries for its readers (``/metrics``, ``/v1/models/{id}/metrics``,
 the dashboard and its series sampler).
 
 The worker computes them when it writes the checkpoint (``ModelRuntime.checkpoint_write``)

@@ -1,5 +1,5 @@
 """Read models' checkpointed counters and figures from Redis: the one reader behind
-``/metrics``, ``/v1/models/{id}/figures``, the dashboard's feed and its series sampler.
+``/metrics``, ``/v1/models/{id}/metrics``, the dashboard's feed and its series sampler.
 
 Workers write, per model, the ``model:{id}:state`` hash (see ``service.store.keys``). Its
 ``figures`` field (JSON, ``service/metrics/figures.py``) holds what a reader shows, computed

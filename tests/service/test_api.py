@@ -100,7 +100,7 @@ def test_model_list_carries_each_models_checkpoint_status(
 @pytest.mark.parametrize(
     ("spec", "needle"),
     [
-        ({"kind": "no-such-kind", "dim": 3}, "unknown learner kind"),
+        ({"kind": "no-such-kind", "dim": 3}, "unknown kind 'no-such-kind'"),
         ({"kind": "pa", "dim": 3, "params": {"C": -1.0}}, "'C'"),
         ({"kind": "pa", "dim": 3, "params": {"variant": "pa9"}}, "variant"),
         ({"kind": "pa", "dim": 3, "params": {"bogus": 1}}, "unknown parameter"),
@@ -621,7 +621,8 @@ def test_openapi_is_complete(client: TestClient) -> None:
         ("/v1/models/{model_id}/checkpoints", "get"),
         ("/v1/models/{model_id}/rollback", "post"),
         ("/v1/models/{model_id}/series", "get"),
-        ("/v1/models/{model_id}/figures", "get"),
+        ("/v1/models/{model_id}/metrics", "get"),
+        ("/v1/models/{model_id}/figures", "get"),  # the deprecated name of /metrics
         ("/healthz", "get"),
         ("/readyz", "get"),
         ("/metrics", "get"),
@@ -633,13 +634,46 @@ def test_openapi_is_complete(client: TestClient) -> None:
     for path, ops in paths.items():
         for op in ops.values():
             assert op.get("summary") and op.get("description"), path
-            if "requestBody" in op:
-                ref = op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+            body = op.get("requestBody", {}).get("content", {}).get("application/json")
+            if body and "$ref" in body["schema"]:
+                ref = body["schema"]["$ref"]
                 schema = spec["components"]["schemas"][ref.rsplit("/", 1)[-1]]
                 assert schema.get("examples"), ref
             if path.startswith("/v1/models/{model_id}"):
                 assert "404" in op["responses"], path
     assert "APIKeyHeader" in spec["components"]["securitySchemes"]
+    assert paths["/v1/models/{model_id}/figures"]["get"]["deprecated"] is True
+
+
+def test_openapi_describes_each_kinds_hyperparameters(client: TestClient) -> None:
+    """The create body is a union on ``kind``, one variant per registered learner, each
+    with the learner's own parameter declaration (names, bounds, defaults)."""
+    spec = client.get("/openapi.json").json()
+    body = spec["paths"]["/v1/models"]["post"]["requestBody"]["content"]["application/json"]
+    union = body["schema"]
+    assert union["discriminator"]["propertyName"] == "kind"
+    mapping = union["discriminator"]["mapping"]
+    assert set(mapping) == set(learners.REGISTRY)
+    assert len(union["oneOf"]) == len(learners.REGISTRY)
+    for kind, ref in mapping.items():
+        variant = spec["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+        assert variant["properties"]["kind"]["const"] == kind
+        params = variant["properties"]["params"]
+        assert list(params["properties"]) == learners.REGISTRY[kind].param_names()
+        assert params["additionalProperties"] is False
+    pa = spec["components"]["schemas"][mapping["pa"].rsplit("/", 1)[-1]]["properties"]
+    assert pa["params"]["properties"]["C"] == {
+        "type": "number",
+        "exclusiveMinimum": 0.0,
+        "description": "must be a real number in (0.0, inf]",
+        "default": 1.0,
+    }
+    assert pa["params"]["properties"]["variant"]["enum"] == ["pa", "pa1", "pa2"]
+    # the typed figures of GET /v1/models/{id}/metrics
+    out = spec["paths"]["/v1/models/{model_id}/metrics"]["get"]["responses"]["200"]
+    assert out["content"]["application/json"]["schema"]["$ref"].endswith("/FiguresOut")
+    figures = spec["components"]["schemas"]["ModelFigures"]["properties"]
+    assert {"cumulative_loss", "cumulative_regret", "rmse", "error_rate"} <= set(figures)
 
 
 @pytest.mark.parametrize(

@@ -201,7 +201,7 @@ def test_figures_of_one_model_are_its_entry_of_the_dashboard_feed(
     client: TestClient, api_settings: Settings
 ) -> None:
     mid = create(client)
-    before = client.get(f"/v1/models/{mid}/figures")
+    before = client.get(f"/v1/models/{mid}/metrics")
     assert before.status_code == 200, before.text
     assert before.json() == {
         "id": mid,
@@ -216,7 +216,8 @@ def test_figures_of_one_model_are_its_entry_of_the_dashboard_feed(
         api_settings, mid, pa_with_weights([1.0, 2.0, 3.0]), 0, offset=6, applied=7,
         stats=stats_blob(7),
     )  # fmt: skip
-    body = client.get(f"/v1/models/{mid}/figures").json()
+    body = client.get(f"/v1/models/{mid}/metrics").json()
+    assert client.get(f"/v1/models/{mid}/figures").json() == body  # the deprecated name
     assert body["version"] == version and body["counters"]["applied"] == 7
     assert body["figures"]["labelled_events"] == 7 and body["figures"]["rmse"] > 0
     feed = client.get("/v1/dashboard/data").json()["models"]
@@ -228,8 +229,8 @@ def test_figures_of_one_model_are_its_entry_of_the_dashboard_feed(
         api_settings, mid, pa_with_weights([1.0, 2.0, 3.0]), version, offset=7, applied=8,
         stats=b"not a codec blob", figures=stored,
     )  # fmt: skip
-    body = client.get(f"/v1/models/{mid}/figures").json()
+    body = client.get(f"/v1/models/{mid}/metrics").json()
     assert (body["figures"], body["diagnostics"]) == ({"rmse": 9.5}, {"epsilon": 0.25})
     assert body["holdings"] == [["a", 1.0]] and body["counters"]["applied"] == 8
-    missing = client.get("/v1/models/no-such-model/figures")
+    missing = client.get("/v1/models/no-such-model/metrics")
     assert missing.status_code == 404 and "no-such-model" in missing.json()["detail"]

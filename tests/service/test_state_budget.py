@@ -105,7 +105,7 @@ def test_regret_statistics_are_paid_for_up_to_their_bound_only(tiny_client: Test
 def test_a_bad_spec_keeps_its_own_message(client: TestClient) -> None:
     """The budget check validates like the build it precedes: same 422 texts."""
     for spec, needle in (
-        ({"kind": "no-such-kind", "dim": 3}, "unknown learner kind"),
+        ({"kind": "no-such-kind", "dim": 3}, "unknown kind 'no-such-kind'"),
         ({"kind": "vaw", "dim": 3, "params": {"bogus": 1}}, "unknown parameter"),
         ({"kind": "dvaw-ensemble", "dim": 5000}, "[1, 2000]"),
         ({"kind": "arow", "dim": 5000}, "use diagonal"),

@@ -1,5 +1,6 @@
-"""A model's live figures as JSON: what ``/metrics`` exports for it, for the SDK and CLI
-(``clients/figures.py``), read from its latest checkpoint."""
+"""A model's live figures as JSON (``GET /v1/models/{id}/metrics``): what ``/metrics``
+exports for it, typed, for the SDK and CLI (``clients/figures.py``), read from its latest
+checkpoint. ``/figures`` is the same route's earlier name, kept for old clients."""
 
 from __future__ import annotations
 
@@ -15,10 +16,21 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 
 
 @router.get(
-    "/{model_id}/figures",
+    "/{model_id}/metrics",
     response_model=FiguresOut,
+    response_model_exclude_none=True,  # a figure the model does not have is left out
     dependencies=[ReadKey],
     responses=errors(401, 404, 422, 503),
+)
+@router.get(
+    "/{model_id}/figures",
+    response_model=FiguresOut,
+    response_model_exclude_none=True,
+    dependencies=[ReadKey],
+    responses=errors(401, 404, 422, 503),
+    deprecated=True,
+    summary="Model Figures (deprecated: use /metrics)",
+    operation_id="models-model_figures_deprecated",
 )
 async def model_figures(model: ModelDep, store: StoreDep) -> FiguresOut:
     """Counters, running figures (cumulative loss and regret, rmse, error rate ...), the

@@ -10,7 +10,7 @@ import learners
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep, StoreDep
 from service.api.errors import InvalidInput
 from service.api.routes._common import errors
-from service.api.schemas import ModelList, ModelOut, ModelSpec, ModelStatus
+from service.api.schemas import ModelList, ModelOut, ModelSpec, ModelStatus, NewModelSpec
 from service.api.security import ReadKey, WriteKey
 from service.api.serving import build_learner
 from service.config import Settings
@@ -39,7 +39,7 @@ def _out(spec: ModelSpec, status_: dict[str, int | float | str | None] | None = 
     responses=errors(401, 409, 413, 422, 503),
 )
 async def create_model(
-    spec: ModelSpec, settings: SettingsDep, store: StoreDep, producer: ProducerDep
+    spec: NewModelSpec, settings: SettingsDep, store: StoreDep, producer: ProducerDep
 ) -> ModelOut:
     """Create a model; the spec is checked by building its learner (422 with its message),
     after its declared state is checked against ``max_state_bytes`` (422 naming both).
