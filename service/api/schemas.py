@@ -17,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from learners.quantification import DEFAULT_METHOD, METHODS
 from service.limits import MAX_ABS_VALUE
 
 #: Model ids become part of Redis keys and Kafka keys: no braces, colons or spaces.
@@ -263,11 +264,18 @@ class LabelResponse(BaseModel):
 # ---- task-specific -------------------------------------------------------------------------
 class QuantifyRequest(_Strict):
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"instances": [[0.1, 0.2], [1.0, -1.0]], "method": "cc"}]},
+        json_schema_extra={
+            "examples": [{"instances": [[0.1, 0.2], [1.0, -1.0]], "method": DEFAULT_METHOD}]
+        },
     )
 
     instances: list[Vector] = Field(min_length=1)
-    method: str = Field("cc", description="Prevalence estimator, e.g. cc, acc, pcc, pacc.")
+    method: str = Field(
+        DEFAULT_METHOD,
+        description=f"Prevalence estimator, one of {', '.join(METHODS)}. The default"
+        f" {DEFAULT_METHOD} had the lowest error under prevalence shift (benchmarks/README.md);"
+        " cc (classify and count) is the paper's estimator.",
+    )
 
 
 class QuantifyResponse(BaseModel):
