@@ -5,11 +5,24 @@ The measures of ``docs/algorithms/nemsis.md`` are pure functions named after the
 from confusion counts ``(tp, fp, fn, tn)``; ``*_rates`` from (TPR, TNR, p)). The learners
 are kinds ``nemsis`` and ``scan``; prevalence estimators CC / ACC / PCC / PACC are in
 ``estimators`` and selectable through ``quantify(X, method=...)``.
+
+Defaults (``nemsis`` ``measure="q"``, ``method="pacc"``) come from the artificial-prevalence
+benchmark in ``benchmarks/README.md``; the paper's configuration is ``PAPER_MEASURE`` with
+``PAPER_METHOD`` (``measure="negkld"``, ``method="cc"``).
 """
 
 from __future__ import annotations
 
-from learners.quantification.estimators import METHODS, Calibration, acc, cc, pacc, pcc
+from learners.quantification.estimators import (
+    DEFAULT_METHOD,
+    METHODS,
+    PAPER_METHOD,
+    Calibration,
+    acc,
+    cc,
+    pacc,
+    pcc,
+)
 from learners.quantification.measures import (
     all_measures,
     ba,
@@ -41,9 +54,14 @@ from learners.quantification.measures import (
     smooth,
     smoothing_eps,
 )
+from learners.quantification.nemsis import DEFAULT_MEASURE, PAPER_MEASURE
 
 __all__ = [
+    "DEFAULT_MEASURE",
+    "DEFAULT_METHOD",
     "METHODS",
+    "PAPER_MEASURE",
+    "PAPER_METHOD",
     "Calibration",
     "acc",
     "all_measures",

@@ -295,20 +295,22 @@ class _Quantifier(Learner):
             return None
         return est.Calibration.fit(self.cal_scores_[:n], labels)
 
-    def quantify(self, X: Any, method: str = "cc") -> float:
+    def quantify(self, X: Any, method: str = est.DEFAULT_METHOD) -> float:
         """Positive-class prevalence of the batch ``X`` in [0, 1].
 
-        ``method``: ``"cc"`` (classify and count, the paper's estimator), ``"acc"``,
-        ``"pcc"`` or ``"pacc"`` (spec §1.2 [EXT]); the latter three use the calibration
-        window and fall back to CC until it holds both classes.
+        ``method``: ``"pacc"`` (the default, chosen by measurement), ``"cc"`` (classify and
+        count, the paper's estimator), ``"acc"`` or ``"pcc"`` (spec §1.2 [EXT]); all but
+        CC use the calibration window and fall back to CC until it holds both classes.
         """
         if method not in est.METHODS:
             raise ValueError(f"unknown method={method!r}; valid ones are {list(est.METHODS)}")
         scores = self.decision_function(X)
         return est.estimate(scores, method, self.calibration() if method != "cc" else None)
 
-    def window_prevalence(self, method: str = "cc") -> float:
-        """Prevalence estimate over the last ``window`` unlabelled events (nan if none)."""
+    def window_prevalence(self, method: str = est.DEFAULT_METHOD) -> float:
+        """Prevalence estimate over the last ``window`` unlabelled events (nan if none), by
+        ``method`` as in ``quantify``. The per-event diagnostic ``prevalence_cc`` is the
+        CC one: refitting the calibration for PACC on every event would dominate a step."""
         if method not in est.METHODS:
             raise ValueError(f"unknown method={method!r}; valid ones are {list(est.METHODS)}")
         n = min(self.unl_count_, int(self.window))

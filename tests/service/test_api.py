@@ -523,6 +523,9 @@ def test_quantify(client: TestClient) -> None:
     assert r.status_code == 200, r.text
     body = r.json()
     assert 0.0 <= body["prevalence"] <= 1.0 and body["n"] == 20 and body["model_version"] == 0
+    assert body["method"] == "cc"
+    default = client.post(f"/v1/models/{mid}/quantify", json={"instances": X})
+    assert default.status_code == 200 and default.json()["method"] == "pacc"  # docs/design.md
     bad = client.post(f"/v1/models/{mid}/quantify", json={"instances": X, "method": "magic"})
     assert bad.status_code == 422 and "magic" in bad.json()["detail"]
     wrong = client.post(f"/v1/models/{mid}/quantify", json={"instances": [[1, 2, 3]]})
