@@ -109,6 +109,14 @@ def up(
             "every worker, and Grafana where grafana-server is installed."
         ),
     ] = False,
+    redis_cluster: Annotated[
+        bool,
+        typer.Option(
+            help="Run on a Redis Cluster: the one at ONLINEPREDICT_REDIS_URL when "
+            "ONLINEPREDICT_REDIS_MODE=cluster, else 3 masters + 3 replicas started here "
+            "(in memory: their data is gone when up stops)."
+        ),
+    ] = False,
 ) -> None:
     """Start the broker and Redis if nothing answers at their addresses, create the topics,
     run the API and N workers (restarting any that dies); Ctrl-C stops everything cleanly:
@@ -120,7 +128,11 @@ def up(
     _setup_logging()
     settings = _settings()
     stack = Stack(
-        settings, workers=workers, log_dir=Path(log_dir) if log_dir else None, observe=observe
+        settings,
+        workers=workers,
+        log_dir=Path(log_dir) if log_dir else None,
+        observe=observe,
+        redis_cluster=redis_cluster,
     )
     install_signal_handlers(stack)
     try:
@@ -135,6 +147,8 @@ def up(
     api_url = f"http://{settings.api_host}:{settings.api_port}"
     typer.echo(f"onlinepredict is up: API {api_url}, {workers} worker(s). Ctrl-C stops it.")
     typer.echo(f"Live dashboard: {api_url}/dashboard")
+    if redis_cluster:
+        typer.echo(f"Redis Cluster: {stack.settings.redis_url} (ONLINEPREDICT_REDIS_MODE=cluster)")
     urls = [f"http://127.0.0.1:{port}/metrics" for port in stack.worker_ports if port]
     if urls:
         typer.echo(f"Worker metrics: {' '.join(urls)}")
@@ -146,7 +160,7 @@ def up(
                 typer.echo(note)
     feeder = None
     if demo:
-        feeder = _start_demo(settings, stack.stopping, rate)
+        feeder = _start_demo(stack.settings, stack.stopping, rate)
         stack.before_drain.append(lambda: feeder.join(10))  # its last sends, then the drain
     stack.run()
     if feeder is not None:

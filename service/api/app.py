@@ -13,7 +13,6 @@ from typing import Any, TypedDict
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from redis.asyncio import Redis
 
 from service.api import errors
 from service.api.broker import LazyProducer
@@ -38,6 +37,7 @@ from service.api.serving import ModelCache, SpecMemo
 from service.config import Settings, get_settings
 from service.dashboard.router import router as dashboard_router
 from service.docs_ui.router import router as docs_router
+from service.store.connect import redis_client
 from service.store.keys import Keys
 
 logger = logging.getLogger(__name__)
@@ -97,8 +97,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[LifespanState]:
         async with AsyncExitStack() as stack:
             # No connection is made here: the API starts (and answers 503) with Redis down.
-            redis = Redis.from_url(
-                settings.redis_url,
+            redis = redis_client(
+                settings,
                 socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
                 socket_timeout=REDIS_SOCKET_TIMEOUT_S,
                 health_check_interval=30,
@@ -107,7 +107,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             producer = LazyProducer(settings)
             stack.push_async_callback(producer.close)
             pipe = None
-            if RedisPipe.supports(settings.redis_url):
+            # on a cluster the predict path uses the cluster client: the pipe speaks to one
+            # node and follows no slot map (docs/design.md, "Redis Cluster")
+            if settings.redis_mode == "standalone" and RedisPipe.supports(settings.redis_url):
                 pipe = RedisPipe(
                     settings.redis_url,
                     socket_timeout=REDIS_SOCKET_TIMEOUT_S,

@@ -8,13 +8,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Path, Request, status
-from redis.asyncio import Redis
 
 from service.api.broker import LazyProducer
 from service.api.redis_access import RedisAccess
 from service.api.schemas import ModelSpec
 from service.api.serving import ModelCache
 from service.config import Settings
+from service.store.connect import RedisClient
 
 
 async def get_settings(request: Request) -> Settings:
@@ -25,7 +25,7 @@ async def get_store(request: Request) -> RedisAccess:
     return request.state.store  # type: ignore[no-any-return]
 
 
-async def get_redis(request: Request) -> Redis:
+async def get_redis(request: Request) -> RedisClient:
     """The app's Redis pool (bytes mode); prefer ``StoreDep`` for the API's own keys."""
     return request.state.store.redis  # type: ignore[no-any-return]
 
@@ -40,7 +40,7 @@ async def get_cache(request: Request) -> ModelCache:
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[RedisAccess, Depends(get_store)]
-RedisDep = Annotated[Redis, Depends(get_redis)]
+RedisDep = Annotated[RedisClient, Depends(get_redis)]
 ProducerDep = Annotated[LazyProducer, Depends(get_producer)]
 CacheDep = Annotated[ModelCache, Depends(get_cache)]
 

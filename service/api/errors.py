@@ -18,7 +18,7 @@ from fastapi import FastAPI, Request, status
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, SlotNotCoveredError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.api.broker import BrokerUnavailable
@@ -125,6 +125,8 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(InvalidInput, _invalid_input)
     app.add_exception_handler(NotSupported, _not_supported)
     app.add_exception_handler(RedisError, _redis_down)
+    # a cluster shard without a master (a failover under way) is not a RedisError
+    app.add_exception_handler(SlotNotCoveredError, _redis_down)
     app.add_exception_handler(KafkaError, _kafka_down)
     app.add_exception_handler(BrokerUnavailable, _kafka_down)
     app.add_exception_handler(CheckpointUnreadable, _checkpoint)

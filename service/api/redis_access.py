@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
 from service.api.redis_pipe import RedisPipe
 from service.store import registry
 from service.store.checkpoints import read_version
+from service.store.connect import RedisClient
 from service.store.keys import Keys
 
 COUNTERS = ("applied", "duplicate", "rejected")
@@ -94,7 +94,7 @@ class Claim:
 
 
 class RedisAccess:
-    def __init__(self, redis: Redis, keys: Keys, pipe: RedisPipe | None = None) -> None:
+    def __init__(self, redis: RedisClient, keys: Keys, pipe: RedisPipe | None = None) -> None:
         self.redis = redis
         self.keys = keys
         self.pipe = pipe  # the predict hot path's pipelined connection, when the URL allows

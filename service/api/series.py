@@ -12,10 +12,10 @@ import logging
 import time
 from collections.abc import Callable
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from service.metrics.snapshots import read_snapshots
+from service.store.connect import RedisClient
 from service.store.keys import Keys
 from service.store.series import SeriesPoint, append_points, pick_values
 
@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 class SeriesSampler:
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         keys: Keys,
         *,
         interval_s: float,

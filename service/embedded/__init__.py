@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from service.embedded.redis_cluster import ClusterNode, RedisClusterServer, start_redis_cluster
 from service.embedded.stack import (
     EmbeddedProcess,
     broker_answers,
@@ -14,6 +15,8 @@ from service.embedded.stack import (
 )
 
 __all__ = [
+    "ClusterNode",
+    "RedisClusterServer",
     "EmbeddedProcess",
     "broker_answers",
     "free_port",
@@ -21,5 +24,6 @@ __all__ = [
     "redis_server_binary",
     "start_broker",
     "start_redis",
+    "start_redis_cluster",
     "tansu_binary",
 ]

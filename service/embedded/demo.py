@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from redis.asyncio import Redis
 
 import learners
 from clients import wire
@@ -28,6 +27,7 @@ from service.config import Settings
 from service.metrics.running import RunningStats
 from service.store import registry
 from service.store.checkpoints import read_state
+from service.store.connect import RedisClient, redis_client
 from service.store.keys import Keys
 
 logger = logging.getLogger(__name__)
@@ -66,7 +66,9 @@ class Report:
     kind: str
 
 
-async def read_report(redis: Redis, keys: Keys, tickers: list[str], sent: int) -> Report | None:
+async def read_report(
+    redis: RedisClient, keys: Keys, tickers: list[str], sent: int
+) -> Report | None:
     stored = await read_state(redis, keys, MODEL_ID)
     if stored is None:
         return None
@@ -81,7 +83,7 @@ async def read_report(redis: Redis, keys: Keys, tickers: list[str], sent: int) -
 
 
 async def _create_once(
-    settings: Settings, redis: Redis, keys: Keys, producer: Any, spec: dict[str, Any]
+    settings: Settings, redis: RedisClient, keys: Keys, producer: Any, spec: dict[str, Any]
 ) -> int | None:
     """Create the demo model unless it exists, as ``POST /v1/models`` does (its ``created``
     marker, then its spec: a new incarnation); its home partition."""
@@ -111,7 +113,7 @@ async def run_demo(
 
     tickers, X, y = panel()
     keys = Keys(settings.key_prefix)
-    redis = Redis.from_url(settings.redis_url)
+    redis = redis_client(settings)
     spec = demo_spec(tickers)
     producer = AIOKafkaProducer(linger_ms=5, **settings.kafka_options())
     await producer.start()

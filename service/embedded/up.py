@@ -16,6 +16,11 @@
    on the log), then the workers, started with ``--drain``, learn to the end of the log
    (``drain_timeout_s``) and write their final checkpoints; then whatever broker/Redis this
    command started. A second Ctrl-C cuts the drain short.
+
+With ``redis_cluster`` (``up --redis-cluster``) Redis is a Redis Cluster instead: the one
+named by ``redis_url`` when ``redis_mode`` is ``cluster`` and it answers, else 3 masters and
+3 replicas started on free ports (``service/embedded/redis_cluster.py``; in memory only, so
+what the models learned is gone when it stops), and the API and workers run in cluster mode.
 """
 
 from __future__ import annotations
@@ -33,9 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from redis.asyncio import Redis
-
 from service.config import Settings
+from service.embedded.redis_cluster import RedisClusterServer, start_redis_cluster
 from service.embedded.stack import (
     EmbeddedError,
     EmbeddedProcess,
@@ -46,6 +50,7 @@ from service.embedded.stack import (
     start_redis,
 )
 from service.embedded.topics import ensure_topics_sync
+from service.store.connect import redis_client
 from service.store.keys import Keys
 from service.store.newlog import rebase_on_new_log
 
@@ -134,7 +139,8 @@ class Stack:
     workers: int = 2
     log_dir: Path | None = None
     observe: bool = False
-    started: list[EmbeddedProcess] = field(default_factory=list)
+    redis_cluster: bool = False  # a Redis Cluster instead of one redis-server
+    started: list[EmbeddedProcess | RedisClusterServer] = field(default_factory=list)
     worker_ports: list[int] = field(default_factory=list)  # metrics port per worker (0: none)
     children: list[Child] = field(default_factory=list)
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -156,6 +162,8 @@ class Stack:
         return "started"
 
     def ensure_redis(self) -> str:
+        if self.redis_cluster:
+            return self.ensure_redis_cluster()
         host, port = redis_address(self.settings.redis_url)
         if redis_answers(host, port):
             logger.info("using the Redis at %s:%d", host, port)
@@ -176,11 +184,28 @@ class Stack:
         )
         return "started"
 
+    def ensure_redis_cluster(self) -> str:
+        """The cluster at ``redis_url`` in cluster mode, else a new 3 + 3 one on free ports;
+        the settings (and so the children's environment) then name it."""
+        host, port = redis_address(self.settings.redis_url)
+        if self.settings.redis_mode == "cluster" and redis_answers(host, port):
+            logger.info("using the Redis Cluster at %s:%d", host, port)
+            return "existing"
+        server = start_redis_cluster(log_dir=str(self.log_dir) if self.log_dir else None)
+        self.started.append(server)
+        self.settings = self.settings.model_copy(
+            update={"redis_url": server.url, "redis_mode": "cluster"}
+        )
+        return "started"
+
     # ---- processes ------------------------------------------------------------------------
     def child_env(self, **extra: str) -> dict[str, str]:
         env = dict(os.environ)
         path = env.get("PYTHONPATH")
         env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)
+        # the Redis this stack settled on (a cluster started here has its own ports)
+        env["ONLINEPREDICT_REDIS_URL"] = self.settings.redis_url
+        env["ONLINEPREDICT_REDIS_MODE"] = self.settings.redis_mode
         env.update(extra)
         return env
 
@@ -298,7 +323,7 @@ class Stack:
         self.start_processes()
 
     async def _rebase(self) -> list[str]:
-        redis = Redis.from_url(self.settings.redis_url)
+        redis = redis_client(self.settings)
         try:
             return await rebase_on_new_log(redis, Keys(self.settings.key_prefix))
         finally:

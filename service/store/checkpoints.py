@@ -1,7 +1,8 @@
 """Offset-stamped learner state in Redis (docs/design.md, "Checkpoints").
 
-All functions take a ``redis.asyncio.Redis`` created with ``decode_responses=False``
-(state blobs are binary) and a :class:`~service.store.keys.Keys`.
+All functions take a ``redis.asyncio.Redis`` or ``RedisCluster`` (``service.store.connect``)
+created with ``decode_responses=False`` (state blobs are binary) and a
+:class:`~service.store.keys.Keys`.
 
 One model's checkpoint is written by one Lua script (atomic, single hash slot thanks to the
 ``{id}`` hash tag), which
@@ -48,8 +49,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis.asyncio import Redis
-
+from service.store.connect import RedisClient, queue_script
 from service.store.keys import Keys
 
 OK, CONFLICT, BACKWARDS = "ok", "conflict", "backwards"
@@ -264,13 +264,13 @@ def _parse_state(model: str, raw: dict[Any, Any]) -> StoredState | None:
     )
 
 
-async def read_state(redis: Redis, keys: Keys, model: str) -> StoredState | None:
+async def read_state(redis: RedisClient, keys: Keys, model: str) -> StoredState | None:
     """The model's latest checkpoint, or None when it has none yet."""
     return _parse_state(model, await redis.hgetall(keys.state(model)))
 
 
 async def read_states(
-    redis: Redis, keys: Keys, models: Sequence[str]
+    redis: RedisClient, keys: Keys, models: Sequence[str]
 ) -> dict[str, StoredState | None]:
     """Latest checkpoints of many models, pipelined."""
     async with redis.pipeline(transaction=False) as pipe:
@@ -280,7 +280,9 @@ async def read_states(
     return {m: _parse_state(m, raw) for m, raw in zip(models, raws, strict=True)}
 
 
-async def read_heads(redis: Redis, keys: Keys, models: Sequence[str]) -> dict[str, tuple[int, str]]:
+async def read_heads(
+    redis: RedisClient, keys: Keys, models: Sequence[str]
+) -> dict[str, tuple[int, str]]:
     """Each model's version and write token (``(0, "")`` without a state), pipelined."""
     async with redis.pipeline(transaction=False) as pipe:
         for model in models:
@@ -292,18 +294,18 @@ async def read_heads(redis: Redis, keys: Keys, models: Sequence[str]) -> dict[st
     }
 
 
-async def read_version(redis: Redis, keys: Keys, model: str) -> int:
+async def read_version(redis: RedisClient, keys: Keys, model: str) -> int:
     """The model's state version (0 when no checkpoint): cheap cache-validity check."""
     raw = await redis.hget(keys.state(model), "version")
     return int(raw) if raw is not None else 0
 
 
-async def read_seen(redis: Redis, keys: Keys, model: str) -> list[str]:
+async def read_seen(redis: RedisClient, keys: Keys, model: str) -> list[str]:
     """The model's recently applied event ids, oldest first."""
     return [_s(v) for v in await redis.zrange(keys.seen(model), 0, -1)]
 
 
-async def read_seen_upto(redis: Redis, keys: Keys, model: str, max_applied: int) -> list[str]:
+async def read_seen_upto(redis: RedisClient, keys: Keys, model: str, max_applied: int) -> list[str]:
     """The seen ids scored at most ``max_applied`` (applied up to that count), oldest first:
     the dedupe window of a version whose ``applied`` counter was ``max_applied``."""
     return [_s(v) for v in await redis.zrangebyscore(keys.seen(model), "-inf", max_applied)]
@@ -327,13 +329,13 @@ def _parse_history_item(item: Any) -> HistoryEntry:
     return HistoryEntry(int(head["version"]), stamp, float(head["ts"]), blob, counters, stats)
 
 
-async def read_history(redis: Redis, keys: Keys, model: str) -> list[HistoryEntry]:
+async def read_history(redis: RedisClient, keys: Keys, model: str) -> list[HistoryEntry]:
     """The model's last K checkpoints, newest first."""
     return [_parse_history_item(i) for i in await redis.lrange(keys.history(model), 0, -1)]
 
 
 async def read_history_entry(
-    redis: Redis, keys: Keys, model: str, version: int
+    redis: RedisClient, keys: Keys, model: str, version: int
 ) -> HistoryEntry | None:
     """History entry ``version`` of the model, or None when it is no longer kept."""
     for entry in await read_history(redis, keys, model):
@@ -342,7 +344,7 @@ async def read_history_entry(
     return None
 
 
-async def rollback(redis: Redis, keys: Keys, model: str, version: int) -> int:
+async def rollback(redis: RedisClient, keys: Keys, model: str, version: int) -> int:
     """Offline primitive: make history entry ``version``'s state blob the current state (as
     a new version) while the stamp, counters and seen ids stay, so no event is replayed.
 
@@ -363,18 +365,18 @@ async def rollback(redis: Redis, keys: Keys, model: str, version: int) -> int:
     return nv
 
 
-async def partition_models(redis: Redis, keys: Keys, topic: str, partition: int) -> set[str]:
+async def partition_models(redis: RedisClient, keys: Keys, topic: str, partition: int) -> set[str]:
     return {_s(m) for m in await redis.smembers(keys.partition_models(topic, partition))}
 
 
 async def forget_partition_model(
-    redis: Redis, keys: Keys, topic: str, partition: int, model: str
+    redis: RedisClient, keys: Keys, topic: str, partition: int, model: str
 ) -> None:
     await redis.srem(keys.partition_models(topic, partition), model)
 
 
 async def write_checkpoints(
-    redis: Redis,
+    redis: RedisClient,
     keys: Keys,
     writes: Sequence[CheckpointWrite],
     *,
@@ -436,7 +438,7 @@ async def write_checkpoints(
                 keys.seen(w.model),
                 keys.spec(w.model),
             ]
-            await script(keys=km, args=args, client=pipe)
+            await queue_script(pipe, script, km, args)
         if extra is not None:
             extra(pipe)
         replies = await pipe.execute()

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import time
 
-from redis.asyncio import Redis
-
 from service.store import registry
 from service.store.checkpoints import new_token
+from service.store.connect import RedisClient
 from service.store.keys import Keys
 
 BEFORE_START = -1  # the stamp offset of "nothing of this log learned yet"
@@ -42,7 +41,7 @@ return 1
 """
 
 
-async def rebase_on_new_log(redis: Redis, keys: Keys) -> list[str]:
+async def rebase_on_new_log(redis: RedisClient, keys: Keys) -> list[str]:
     """Move every registered model's stamp and origin before the start of its partition
     of a new, empty log; returns the models that had a stamp. Only for a log no worker has
     read yet."""

@@ -4,8 +4,9 @@ A spec is the dict ``{"id": str, "kind": str, "dim": int, "params": {...}}``, st
 JSON. Validation against the learner's constructor is the caller's job (the API does it;
 ``learners.build(kind, dim, **params)`` raises ``ValueError`` with a readable message).
 
-Every function is async and takes a ``redis.asyncio.Redis`` (``decode_responses`` either
-way) and a :class:`~service.store.keys.Keys`::
+Every function is async and takes a ``redis.asyncio.Redis`` or ``RedisCluster``
+(``service.store.connect``; ``decode_responses`` either way) and a
+:class:`~service.store.keys.Keys`::
 
     await create_spec(redis, keys, spec)            # -> bool (False: id exists)
     await get_spec(redis, keys, "m1")               # -> dict | None
@@ -29,9 +30,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from redis.asyncio import Redis
-
 from clients import wire
+from service.store import connect
+from service.store.connect import RedisClient
 from service.store.keys import Keys
 
 
@@ -63,7 +64,7 @@ def with_origin(
 
 
 async def create_spec(
-    redis: Redis,
+    redis: RedisClient,
     keys: Keys,
     spec: dict[str, Any],
     *,
@@ -90,7 +91,7 @@ async def create_spec(
     return True
 
 
-async def replace_spec(redis: Redis, keys: Keys, spec: dict[str, Any]) -> None:
+async def replace_spec(redis: RedisClient, keys: Keys, spec: dict[str, Any]) -> None:
     """Overwrite a stored spec in place: its registration (models set, partition) stays."""
     await redis.set(keys.spec(str(spec["id"])), _encode(spec), xx=True)
 
@@ -99,30 +100,32 @@ def _encode(spec: dict[str, Any]) -> str:
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
 
 
-async def get_spec(redis: Redis, keys: Keys, model: str) -> dict[str, Any] | None:
+async def get_spec(redis: RedisClient, keys: Keys, model: str) -> dict[str, Any] | None:
     raw = await redis.get(keys.spec(model))
     return None if raw is None else json.loads(raw)
 
 
-async def get_specs(redis: Redis, keys: Keys, models: list[str]) -> dict[str, dict[str, Any]]:
+async def get_specs(redis: RedisClient, keys: Keys, models: list[str]) -> dict[str, dict[str, Any]]:
     """Specs of many models in one round trip; unknown ids are left out."""
     if not models:
         return {}
-    raws = await redis.mget([keys.spec(m) for m in models])
+    raws = await connect.mget(redis, [keys.spec(m) for m in models])
     return {m: json.loads(r) for m, r in zip(models, raws, strict=True) if r is not None}
 
 
-async def list_model_ids(redis: Redis, keys: Keys) -> list[str]:
+async def list_model_ids(redis: RedisClient, keys: Keys) -> list[str]:
     return sorted(_s(m) for m in await redis.smembers(keys.models()))
 
 
-async def list_specs(redis: Redis, keys: Keys) -> list[dict[str, Any]]:
+async def list_specs(redis: RedisClient, keys: Keys) -> list[dict[str, Any]]:
     ids = await list_model_ids(redis, keys)
     specs = await get_specs(redis, keys, ids)
     return [specs[m] for m in ids if m in specs]
 
 
-async def delete_spec(redis: Redis, keys: Keys, model: str, *, topic: str | None = None) -> bool:
+async def delete_spec(
+    redis: RedisClient, keys: Keys, model: str, *, topic: str | None = None
+) -> bool:
     """Delete the spec and the model's state, history, seen ids and series; False if unknown.
     With ``topic``, also take the model off the ``partition-models`` sets of its home
     partition and of its last stamp's partition (it must not pin a partition's start)."""

@@ -13,8 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis.asyncio import Redis
-
+from service.store.connect import RedisClient
 from service.store.keys import Keys
 
 # The figures the dashboard draws (running statistics and last-step diagnostics); a fixed
@@ -83,7 +82,7 @@ def pick_values(*sources: Mapping[str, float]) -> dict[str, float | None]:
 
 
 async def append_points(
-    redis: Redis, keys: Keys, points: Iterable[tuple[str, SeriesPoint]], capacity: int
+    redis: RedisClient, keys: Keys, points: Iterable[tuple[str, SeriesPoint]], capacity: int
 ) -> None:
     """Append ``(model, point)`` pairs and trim each list to its last ``capacity`` points,
     in one round trip."""
@@ -95,7 +94,12 @@ async def append_points(
 
 
 async def read_series(
-    redis: Redis, keys: Keys, model: str, *, limit: int | None = None, since: float | None = None
+    redis: RedisClient,
+    keys: Keys,
+    model: str,
+    *,
+    limit: int | None = None,
+    since: float | None = None,
 ) -> list[SeriesPoint]:
     """The model's points oldest first: those after ``since`` (Unix time), the last
     ``limit`` of them. Unreadable entries (another version's format) are skipped."""

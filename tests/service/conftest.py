@@ -241,6 +241,64 @@ def replay(specs: dict[str, dict[str, Any]], log: list[tuple[int, int, Any, byte
     return out
 
 
+def crash_stream(
+    specs: dict[str, dict[str, Any]], n_events: int, n_resent: int, seed: int
+) -> list[dict[str, Any]]:
+    """The crash tests' stream: ``n_events`` examples over ``specs`` (pa regressions) plus
+    ``n_resent`` exact copies of earlier events inserted later (duplicate ids)."""
+    import random
+
+    rng = random.Random(seed)
+    models = sorted(specs)
+    out: list[dict[str, Any]] = []
+    for i in range(n_events):
+        m = models[rng.randrange(len(models))]
+        x = [rng.gauss(0, 1) for _ in range(specs[m]["dim"])]
+        y = sum((k + 1) * v for k, v in enumerate(x)) + rng.gauss(0, 0.1)
+        out.append(make_event(m, f"ev-{seed}-{i}", x, y))
+    for _ in range(n_resent):
+        src = rng.randrange(len(out) - 1)
+        out.insert(rng.randrange(src + 1, len(out) + 1), dict(out[src]))
+    return out
+
+
+def handled(r: Any, keys: Any, specs: Iterable[str]) -> dict[str, int]:
+    """Events each model has handled (applied + duplicate) as its checkpoint says."""
+    out = {}
+    for m in specs:
+        h = r.hmget(keys.state(m), "applied", "duplicate")
+        out[m] = sum(int(v) for v in h if v is not None)
+    return out
+
+
+def expected_handled(events: list[dict[str, Any]], specs: Iterable[str]) -> dict[str, int]:
+    out = dict.fromkeys(specs, 0)
+    for e in events:
+        out[e["model"]] += 1
+    return out
+
+
+def assert_matches_replay(
+    r: Any, keys: Any, specs: dict[str, dict[str, Any]], log: list[tuple[int, int, Any, bytes]]
+) -> dict[str, dict[bytes, bytes]]:
+    """The crash tests' oracle: every model's checkpoint equals one uninterrupted replay of
+    ``log``: state bytes, ``applied``, ``ids_sum`` (each id once) and ``duplicate``. Returns
+    the checkpoint hashes and checks the replay saw every re-sent id as a duplicate."""
+    from learners.codec import encode_state
+    from service.store.checkpoints import ids_sum
+
+    ref = replay(specs, log)
+    finals = {}
+    for m, expect in ref.items():
+        h = r.hgetall(keys.state(m))
+        assert h[b"state"] == encode_state(expect.learner.state()), f"{m}: state differs"
+        assert int(h[b"applied"]) == len(expect.applied_ids), m
+        assert int(h[b"ids_sum"]) == ids_sum(expect.applied_ids), m  # each id exactly once
+        assert int(h[b"duplicate"]) == expect.duplicates, m
+        finals[m] = h
+    return finals
+
+
 def wait_for(pred: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
     """Poll ``pred`` until true; fail with ``what`` after ``timeout`` seconds (a bound on
     a hang, not a timing assertion)."""

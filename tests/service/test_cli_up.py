@@ -232,3 +232,51 @@ def test_up_exposes_each_workers_metrics_and_observe_scrapes_them(
     assert up.returncode == 0, text[-3000:]
     for url in urls:  # bound to loopback only, as the API is
         assert f"worker health/metrics on 127.0.0.1:{urlsplit(url).port}" in text, text[-3000:]
+
+
+@pytest.mark.service
+@pytest.mark.slow
+def test_up_on_a_redis_cluster_serves_learns_and_stops_it(kafka_bootstrap, key_prefix) -> None:
+    """``up --redis-cluster``: a 3 + 3 Redis Cluster started here, the API and workers in
+    cluster mode (create, learn, predict, /metrics), all of it stopped on SIGINT."""
+    aport = free_port()
+    up = _start_up(
+        ["--workers", "2", "--redis-cluster"],
+        ONLINEPREDICT_KAFKA_BOOTSTRAP=kafka_bootstrap,
+        ONLINEPREDICT_API_PORT=str(aport),
+        ONLINEPREDICT_KEY_PREFIX=f"{key_prefix}upc:",
+        ONLINEPREDICT_EVENTS_TOPIC=f"optest.upc.{uuid.uuid4().hex[:6]}",
+        ONLINEPREDICT_COMMIT_INTERVAL_S="0.3",
+    )
+    lines = _lines(up.stdout)
+    api = f"http://127.0.0.1:{aport}"
+    try:
+        _wait(lambda: any(ln.startswith("Redis Cluster:") for ln in lines), "the cluster line")
+        url = next(ln for ln in lines if ln.startswith("Redis Cluster:")).split()[2]
+        with redis_lib.Redis.from_url(url) as node:
+            table = node.cluster("NODES")  # {"host:port": {...}} of every node
+        assert len(table) == 6, table
+        ports = [int(addr.rsplit(":", 1)[1].split("@")[0]) for addr in table]
+        _wait(lambda: port_open(aport), "the API to listen")
+        models = [f"upc-{i}" for i in range(6)]  # spread over the masters
+        with httpx.Client(base_url=api, timeout=10) as http:
+            for m in models:
+                resp = http.post("/v1/models", json={"id": m, "kind": "pa", "dim": 2})
+                assert resp.status_code == 201, resp.text
+                events = [{"id": f"{m}-{i}", "x": [1.0, i], "y": 0.5} for i in range(20)]
+                assert http.post(f"/v1/models/{m}/events", json={"events": events}).is_success
+
+            def applied() -> list[int]:
+                listed = http.get("/v1/models").json()["models"]
+                return [(s["status"] or {}).get("applied", 0) for s in listed]
+
+            _wait(lambda: applied() == [20] * len(models), "the workers to learn every event")
+            pred = http.post(f"/v1/models/{models[0]}/predict", json={"x": [1.0, 2.0]})
+            assert pred.status_code == 200 and pred.json()["model_version"] >= 1, pred.text
+            metrics = http.get("/metrics").text
+            assert all(f'model="{m}"' in metrics for m in models)
+    finally:
+        text = _stop_up(up, signal.SIGINT)
+    text = "".join(lines) + text
+    assert up.returncode == 0, text[-3000:]
+    assert not any(redis_answers("127.0.0.1", p) for p in ports)  # the cluster is stopped

@@ -20,10 +20,17 @@ from pathlib import Path
 import pytest
 import redis as redis_lib
 
-from learners.codec import encode_state
-from service.store.checkpoints import ids_sum
 from service.store.keys import Keys
-from tests.service.conftest import WorkerProcess, make_event, produce, read_topic, replay, run
+from tests.service.conftest import (
+    WorkerProcess,
+    assert_matches_replay,
+    crash_stream,
+    expected_handled,
+    handled,
+    produce,
+    read_topic,
+    run,
+)
 
 pytestmark = [pytest.mark.service, pytest.mark.slow]
 
@@ -45,34 +52,15 @@ SPECS = {
 
 
 def _events(seed: int) -> list[dict]:
-    rng = random.Random(seed)
-    models = sorted(SPECS)
-    out: list[dict] = []
-    for i in range(N_EVENTS):
-        m = models[rng.randrange(N_MODELS)]
-        x = [rng.gauss(0, 1) for _ in range(SPECS[m]["dim"])]
-        y = sum((k + 1) * v for k, v in enumerate(x)) + rng.gauss(0, 0.1)
-        out.append(make_event(m, f"ev-{seed}-{i}", x, y))
-    # re-sent ids: exact copies inserted later in the stream
-    for _ in range(N_RESENT):
-        src = rng.randrange(len(out) - 1)
-        out.insert(rng.randrange(src + 1, len(out) + 1), dict(out[src]))
-    return out
+    return crash_stream(SPECS, N_EVENTS, N_RESENT, seed)
 
 
 def _handled(r: redis_lib.Redis, keys: Keys) -> dict[str, int]:
-    out = {}
-    for m in SPECS:
-        h = r.hmget(keys.state(m), "applied", "duplicate")
-        out[m] = sum(int(v) for v in h if v is not None)
-    return out
+    return handled(r, keys, SPECS)
 
 
 def _expected_handled(events: list[dict]) -> dict[str, int]:
-    out = dict.fromkeys(SPECS, 0)
-    for e in events:
-        out[e["model"]] += 1
-    return out
+    return expected_handled(events, SPECS)
 
 
 def _setup(make_settings, redis_url):  # type: ignore[no-untyped-def]
@@ -168,16 +156,8 @@ def test_sigkill_anywhere_never_loses_or_doubles_an_event(
 
     log = run(read_topic(st, st.events_topic))
     assert len(log) == len(events)
-    ref = replay(SPECS, log)
-    finals = {}
-    for m, expect in ref.items():
-        h = r.hgetall(keys.state(m))
-        assert h[b"state"] == encode_state(expect.learner.state()), f"{m}: state differs"
-        assert int(h[b"applied"]) == len(expect.applied_ids), m
-        assert int(h[b"ids_sum"]) == ids_sum(expect.applied_ids), m  # each id exactly once
-        assert int(h[b"duplicate"]) == expect.duplicates, m
-        finals[m] = h
-    assert sum(e.duplicates for e in ref.values()) == N_RESENT
+    finals = assert_matches_replay(r, keys, SPECS, log)
+    assert sum(int(h[b"duplicate"]) for h in finals.values()) == N_RESENT
 
     # re-sending already applied ids changes nothing
     resent = random.Random(3).sample(events, 1000)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from clients import wire
 from service.config import Settings
@@ -252,8 +253,13 @@ def _versions() -> list[int]:
 
 
 @pytest.mark.service
-async def test_memory_store_matches_the_redis_store(redis_url: str, key_prefix: str) -> None:
-    redis = Redis.from_url(redis_url)
+@pytest.mark.parametrize("mode", ["standalone", "cluster"])
+async def test_memory_store_matches_the_redis_store(
+    mode: str, redis_url: str, key_prefix: str, request: pytest.FixtureRequest
+) -> None:
+    redis: Any = Redis.from_url(redis_url)
+    if mode == "cluster":  # the same adapter on a Redis Cluster (scripts as EVAL, per slot)
+        redis = RedisCluster.from_url(request.getfixturevalue("redis_cluster").url)
     keys = Keys(f"{key_prefix}ports-{uuid.uuid4().hex[:6]}:")
     retry = StopAwareRetry(
         WorkerStats(), asyncio.Event(), stop_timeout_s=2, max_delay_s=0.1, clock=lambda: 0.0

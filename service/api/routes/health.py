@@ -7,11 +7,11 @@ import asyncio
 from fastapi import APIRouter, Request, Response, status
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
-from redis.asyncio import Redis
 
 from service.api.broker import LazyProducer
 from service.api.deps import ProducerDep, RedisDep, SettingsDep, StoreDep
 from service.api.schemas import Health, Readiness
+from service.store.connect import RedisClient
 
 router = APIRouter(tags=["health"])
 
@@ -51,7 +51,7 @@ async def metrics(request: Request, store: StoreDep) -> Response:
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
-async def _redis(redis: Redis) -> str:
+async def _redis(redis: RedisClient) -> str:
     try:
         async with asyncio.timeout(PING_TIMEOUT_S):
             await redis.ping()

@@ -9,10 +9,15 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
-from redis.exceptions import BusyLoadingError, RedisError
+from redis.exceptions import (
+    BusyLoadingError,
+    ClusterDownError,
+    RedisError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -34,6 +39,7 @@ from service.store.checkpoints import (
     read_states,
     write_checkpoints,
 )
+from service.store.connect import RedisClient, redis_client, store_epoch
 from service.store.keys import Keys
 from service.worker.ports import StoredModels, StoreUnavailable
 from service.worker.telemetry import WorkerStats
@@ -41,10 +47,19 @@ from service.worker.telemetry import WorkerStats
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# OSError too: a connection refused or reset can surface unwrapped
-REDIS_DOWN = cast(
+# OSError too: a connection refused or reset can surface unwrapped; the cluster errors
+# while a failover is under way (a shard without a master, slots moving) pass as well
+REDIS_DOWN = cast(  # SlotNotCoveredError is no RedisError; Retry catches it all the same
     tuple[type[RedisError], ...],
-    (RedisConnectionError, RedisTimeoutError, BusyLoadingError, OSError),
+    (
+        RedisConnectionError,
+        RedisTimeoutError,
+        BusyLoadingError,
+        OSError,
+        ClusterDownError,
+        TryAgainError,
+        SlotNotCoveredError,
+    ),
 )
 FIRST_DELAY_S = 0.05
 # when shutting down, stop waiting for Redis after this share of the stop bound
@@ -103,7 +118,7 @@ class StopAwareRetry:
 class RedisStore:
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         keys: Keys,
         retry: StopAwareRetry,
         *,
@@ -127,8 +142,8 @@ class RedisStore:
         stopping: asyncio.Event,
         clock: Callable[[], float],
     ) -> RedisStore:
-        redis = Redis.from_url(
-            settings.redis_url,
+        redis = redis_client(
+            settings,
             socket_connect_timeout=2.0,
             socket_timeout=5.0,
             health_check_interval=5,
@@ -216,10 +231,7 @@ class RedisStore:
         return queue
 
     async def epoch(self) -> str:
-        async def run_id() -> str:
-            return str((await self.redis.info("server")).get("run_id", ""))
-
-        return await self.retry.call(run_id, "store epoch")
+        return await self.retry.call(lambda: store_epoch(self.redis), "store epoch")
 
     async def heads(self, models: Sequence[str]) -> dict[str, tuple[int, str]]:
         return await self.retry.call(
