@@ -18,6 +18,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Iterable  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -149,3 +150,26 @@ def delete_prefix(redis: str, prefix: str) -> int:
     finally:
         client.close()
     return n
+
+
+async def produce(
+    settings: Any, records: list[tuple[bytes, bytes]], *, ensure: bool = False
+) -> float:
+    """Produce ``(key, value)`` records to ``settings.events_topic`` (creating the topics
+    first with ``ensure``); the seconds it took, flush included."""
+    from aiokafka import AIOKafkaProducer
+
+    if ensure:
+        from service.embedded.topics import ensure_topics
+
+        await ensure_topics(settings)
+    producer = AIOKafkaProducer(linger_ms=20, max_batch_size=256 * 1024, **settings.kafka_options())
+    await producer.start()
+    t0 = time.perf_counter()
+    try:
+        for key, value in records:
+            await producer.send(settings.events_topic, value, key=key)
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return time.perf_counter() - t0

@@ -45,7 +45,7 @@ from typing import Any
 
 import _bench  # before numpy: pins BLAS threads
 import numpy as np
-from _bench import RESULTS, ROOT, markdown_table, process_cpu_s, write
+from _bench import RESULTS, ROOT, markdown_table, process_cpu_s, produce, write
 
 PARTITIONS = 8
 N_MODELS = 200
@@ -232,24 +232,6 @@ async def create_models(target: RedisTarget, settings: Any, specs: list[dict[str
         await client.aclose()
 
 
-async def produce(settings: Any, records: list[tuple[bytes, bytes]]) -> float:
-    from aiokafka import AIOKafkaProducer
-
-    from service.embedded.topics import ensure_topics
-
-    await ensure_topics(settings)
-    producer = AIOKafkaProducer(linger_ms=20, max_batch_size=256 * 1024, **settings.kafka_options())
-    await producer.start()
-    t0 = time.perf_counter()
-    try:
-        for key, value in records:
-            await producer.send(settings.events_topic, value, key=key)
-        await producer.flush()
-    finally:
-        await producer.stop()
-    return time.perf_counter() - t0
-
-
 # ---- the workers --------------------------------------------------------------------------
 def scrape(port: int) -> dict[str, Any] | None:
     """The figures this script reads from one worker's ``/metrics`` (None: not answering)."""
@@ -420,7 +402,9 @@ def main() -> None:
     try:
         topic = f"opscale.{run}.events"
         recs = scale_records(args.events, seed=1)
-        t_prod = asyncio.run(produce(_topic_settings(broker.url, topic, PARTITIONS), recs))
+        t_prod = asyncio.run(
+            produce(_topic_settings(broker.url, topic, PARTITIONS), recs, ensure=True)
+        )
         size = float(np.mean([len(v) for _, v in recs]))
         del recs
         print(
@@ -464,7 +448,7 @@ def main() -> None:
                         tag = f"kind-{kind}-{d}"
                         ktopic = f"opscale.{run}.{tag}"
                         settings = make_settings(broker.url, target, run, tag, ktopic, 1)
-                        asyncio.run(produce(settings, kind_records(kind, d, n)))
+                        asyncio.run(produce(settings, kind_records(kind, d, n), ensure=True))
                         asyncio.run(
                             create_models(target, settings, [{"id": "m0", "kind": kind, "dim": d}])
                         )

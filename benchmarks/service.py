@@ -30,7 +30,7 @@ from typing import Any
 
 import _bench  # before numpy: pins BLAS threads
 import numpy as np
-from _bench import RESULTS, ROOT, markdown_table, process_cpu_s, write
+from _bench import RESULTS, ROOT, markdown_table, process_cpu_s, produce, write
 
 DIM = 20
 N_MODELS = 100
@@ -102,21 +102,6 @@ async def create_models(settings, models: list[str]) -> None:  # type: ignore[no
             )
     finally:
         await client.aclose()
-
-
-async def produce(settings, records: list[tuple[bytes, bytes]]) -> float:  # type: ignore[no-untyped-def]
-    from aiokafka import AIOKafkaProducer
-
-    producer = AIOKafkaProducer(linger_ms=20, max_batch_size=256 * 1024, **settings.kafka_options())
-    await producer.start()
-    t0 = time.perf_counter()
-    try:
-        for key, value in records:
-            await producer.send(settings.events_topic, value, key=key)
-        await producer.flush()
-    finally:
-        await producer.stop()
-    return time.perf_counter() - t0
 
 
 async def raw_consume(settings, n: int, decode: str = "") -> dict[str, float]:  # type: ignore[no-untyped-def]
