@@ -380,14 +380,10 @@ class AROWRegressor(Learner):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
+    >>> from learners.streams import learn_stream, linear_stream
     >>> model = AROWRegressor(3, r=1.0)
-    >>> w = np.array([1.0, -2.0, 0.5])
-    >>> for _ in range(500):
-    ...     x = rng.normal(size=3)
-    ...     _ = model.learn(x, float(x @ w + 0.1 * rng.normal()))
-    >>> print(np.round(model.weights, 1))
+    >>> _ = learn_stream(model, linear_stream([1.0, -2.0, 0.5], 500, noise=0.1))
+    >>> print(model.weights.round(1))
     [ 1.  -2.   0.5]
 
     References
