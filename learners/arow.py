@@ -136,14 +136,13 @@ class AROW(BinaryClassifier):
     Examples
     --------
     >>> import numpy as np
+    >>> from learners.streams import linear_classes
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(2000, 5))
-    >>> y = np.where(X @ np.array([1.0, -2.0, 0.5, 0.0, 1.0]) >= 0, 1, -1)
+    >>> X, y = linear_classes([1.0, -2.0, 0.5, 0.0, 1.0], 2000, rng)
     >>> noisy = np.where(rng.random(2000) < 0.1, -y, y)  # 10% label noise
     >>> model = AROW(5, r=1.0)
     >>> reports = model.learn_many(X, noisy)
-    >>> X_test = rng.normal(size=(1000, 5))
-    >>> y_test = np.where(X_test @ np.array([1.0, -2.0, 0.5, 0.0, 1.0]) >= 0, 1, -1)
+    >>> X_test, y_test = linear_classes([1.0, -2.0, 0.5, 0.0, 1.0], 1000, rng)
     >>> err = np.mean(np.where(model.decision_function(X_test) >= 0, 1, -1) != y_test)
     >>> print(bool(err < 0.05))
     True

@@ -68,14 +68,12 @@ class CWClassifier(BinaryClassifier):
     Examples
     --------
     >>> import numpy as np
+    >>> from learners.streams import linear_classes
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(2000, 5))
-    >>> w = np.array([1.0, -2.0, 0.5, 0.0, 1.0])
     >>> model = CWClassifier(5, eta=0.9)
-    >>> _ = model.learn_many(X, np.where(X @ w >= 0, 1, -1))
-    >>> X_test = rng.normal(size=(1000, 5))
-    >>> err = np.mean(np.where(model.decision_function(X_test) >= 0, 1, -1)
-    ...               != np.where(X_test @ w >= 0, 1, -1))
+    >>> _ = model.learn_many(*linear_classes([1.0, -2.0, 0.5, 0.0, 1.0], 2000, rng))
+    >>> X_test, y_test = linear_classes([1.0, -2.0, 0.5, 0.0, 1.0], 1000, rng)
+    >>> err = np.mean(np.where(model.decision_function(X_test) >= 0, 1, -1) != y_test)
     >>> print(bool(err < 0.03))
     True
 

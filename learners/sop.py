@@ -50,12 +50,9 @@ class SecondOrderPerceptron(BinaryClassifier):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(2000, 5))
-    >>> w = np.array([1.0, -2.0, 0.5, 0.0, 1.0])
+    >>> from learners.streams import linear_classes
     >>> model = SecondOrderPerceptron(5, a=1.0)
-    >>> _ = model.learn_many(X, np.where(X @ w >= 0, 1, -1))
+    >>> _ = model.learn_many(*linear_classes([1.0, -2.0, 0.5, 0.0, 1.0], 2000))
     >>> print(model.n_mistakes_ < 100)
     True
 

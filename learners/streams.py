@@ -1,8 +1,9 @@
-"""Seeded synthetic streams for the learners' docstring examples.
+"""Seeded synthetic data for the learners' docstring examples.
 
-One generator of the linear-regression rounds the examples stream (``x ~ N(0, I)``,
-``y = x . w + noise``, optionally with an abrupt change of ``w``) and one loop that learns
-them, so each example shows only its learner and what it prints.
+The linear-regression rounds the regressors' examples stream (``x ~ N(0, I)``,
+``y = x . w + noise``, optionally with an abrupt change of ``w``), the loop that learns
+them, and the linearly separable batches of the classifiers' examples, so each example
+shows only its learner and what it prints.
 """
 
 from __future__ import annotations
@@ -46,3 +47,13 @@ def learn_stream(model: Learner, stream: Iterable[tuple[Any, Any]]) -> StepRepor
     for x, y in stream:
         report = model.learn(x, y)
     return report
+
+
+def linear_classes(
+    weights: Sequence[float], n: int, rng: int | np.random.Generator = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` rows ``x ~ N(0, I)`` (one ``(n, d)`` draw) and their labels: +1 where
+    ``x . w >= 0``, else -1. ``rng`` is a seed or a generator to continue (so a test batch
+    can follow the training one)."""
+    X = np.random.default_rng(rng).normal(size=(n, len(weights)))
+    return X, np.where(X @ np.array(weights, dtype=float) >= 0, 1, -1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from learners.streams import learn_stream, linear_stream
+from learners.streams import learn_stream, linear_classes, linear_stream
 from learners.vaw import VAW
 
 
@@ -38,3 +38,14 @@ def test_learn_stream_returns_the_last_report() -> None:
     assert last == reports[-1]
     assert np.array_equal(a.weights, b.weights)
     assert learn_stream(VAW(2), []) is None
+
+
+def test_linear_classes_continues_the_generator_it_is_given() -> None:
+    rng, again = np.random.default_rng(3), np.random.default_rng(3)
+    w = [1.0, -2.0, 0.5]
+    first, second = linear_classes(w, 40, rng), linear_classes(w, 10, rng)
+    for X, y in (first, second):
+        want_X = again.normal(size=(len(y), 3))
+        assert np.array_equal(X, want_X)
+        assert np.array_equal(y, np.where(want_X @ np.array(w) >= 0, 1, -1))
+    assert np.array_equal(linear_classes(w, 5)[0], np.random.default_rng(0).normal(size=(5, 3)))
