@@ -177,15 +177,7 @@ class AROW(BinaryClassifier):
         classes: list[int | str] | None = None,
         update_covariance: bool = True,
     ):
-        self._init_params(
-            dim,
-            {
-                "r": r,
-                "diagonal": diagonal,
-                "classes": classes,
-                "update_covariance": update_covariance,
-            },
-        )
+        self._init_from(locals())
         self._mode = covariance_mode(diagonal)
         self._check_full_dim(self.kind, self.dim, self._mode == "full")
         cov = initial_covariance(self.dim, self._mode)

@@ -432,17 +432,7 @@ class DiscountedVAW(OneExpert):
         refresh: int = DEFAULT_REFRESH,
         lambda_floor: float | None = None,
     ):
-        self._init_params(
-            dim,
-            {
-                "gamma": gamma,
-                "lam": lam,
-                "hint": hint,
-                "stabilised": stabilised,
-                "refresh": refresh,
-                "lambda_floor": lambda_floor,
-            },
-        )
+        self._init_from(locals())
         self._gamma = np.array([float(gamma)])
         self._log_gamma = np.log(self._gamma)
         self._floor = resolve_floor(float(lam), stabilised, lambda_floor)

@@ -233,19 +233,7 @@ class DVAWEnsemble(GridEnsemble):
         refresh: int = DEFAULT_REFRESH,
         lambda_floor: float | None = None,
     ):
-        self._init_params(
-            dim,
-            {
-                "lam": lam,
-                "base": base,
-                "horizon": horizon,
-                "hint": hint,
-                "ref": ref,
-                "stabilised": stabilised,
-                "refresh": refresh,
-                "lambda_floor": lambda_floor,
-            },
-        )
+        self._init_from(locals())
         eta = self._grid()
         self._eta = np.concatenate([[0.0], eta])  # eta of the gamma = 0 expert is 0
         self._gamma = eta / (1.0 + eta)

@@ -156,20 +156,7 @@ class DVAWStronglyAdaptive(GridEnsemble):
         refresh: int = DEFAULT_REFRESH,
         lambda_floor: float | None = None,
     ):
-        self._init_params(
-            dim,
-            {
-                "lam": lam,
-                "base": base,
-                "horizon": horizon,
-                "hint": hint,
-                "ref": ref,
-                "augment": augment,
-                "stabilised": stabilised,
-                "refresh": refresh,
-                "lambda_floor": lambda_floor,
-            },
-        )
+        self._init_from(locals())
         eta = self._grid()
         self._eta = eta
         self._G = eta.size
