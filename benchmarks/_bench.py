@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks import _report  # noqa: E402
 from benchmarks._report import markdown_table as markdown_table  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -117,8 +118,7 @@ def fmt_ratio(a: float | None, b: float | None) -> str:
 
 
 def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    _report.write_text(path, text)
     print(f"wrote {path.relative_to(ROOT)}")
 
 

@@ -17,6 +17,13 @@ def markdown_table(
     return "\n".join(out)
 
 
+def write_text(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` (its folder made if missing); returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
 def save_figure(fig: Any, path: Path, dpi: int = 110) -> None:
     """Lay out ``fig``, save it to ``path`` (its folder made if missing) and close it."""
     import matplotlib.pyplot as plt

@@ -14,25 +14,19 @@ from __future__ import annotations
 
 import json
 
-from _common import model_id, parser
+from _common import ensure_model, learn, start
 
-from clients import Client
 from clients.datasets import load_dataset
 
-args = parser(__doc__.splitlines()[0], "noisy-arow", 3000).parse_args()
-model = model_id(args)
-api = Client(args.api_url)
+args, model, api = start(__doc__, "noisy-arow", 3000)
 
 # %% 1. An AROW classifier (labels -1/+1).
 data = load_dataset("synth-noisy-labels")
-if not api.model_exists(model):
-    api.create_model(model, "arow", data.dim)
+ensure_model(api, model, "arow", data.dim)
 
 # %% 2. The noisy training stream, sent as events over HTTP.
 train = list(data.stream(limit=args.limit, noise=0.1, seed=0))
-before = api.processed(model)
-api.send_events(model, [x for x, _ in train], [y for _, y in train])
-api.wait_processed(model, before + len(train))
+learn(api, model, train)
 
 # %% 3. Accuracy on 1000 clean test points (another seed, no label noise).
 test = list(data.stream(limit=1000, noise=0.0, seed=1))

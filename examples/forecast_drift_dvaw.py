@@ -14,32 +14,26 @@ from __future__ import annotations
 
 import json
 
-from _common import model_id, parser
+from _common import ensure_model, learn, start
 
-from clients import Client
 from clients.datasets import load_dataset
 from clients.figures import ensemble_weights
 
-args = parser(__doc__.splitlines()[0], "drift-dvaw", 6000).parse_args()
-model = model_id(args)
-api = Client(args.api_url)
+args, model, api = start(__doc__, "drift-dvaw", 6000)
 
 # %% 1. The ensemble over discount factors (defaults: self-confident hints, base 2).
 stream = load_dataset("synth-drift-jumps")
-if not api.model_exists(model):
-    api.create_model(model, "dvaw-ensemble", stream.dim)
+ensure_model(api, model, "dvaw-ensemble", stream.dim)
 
 # %% 2. Most rounds go in as labelled events over HTTP, in batches.
 rounds = list(stream.stream(limit=args.limit))
-before = api.processed(model)
-api.send_events(model, [x for x, _ in rounds[:-20]], [y for _, y in rounds[:-20]])
+learned = learn(api, model, rounds[:-20])
 
 # %% 3. The last 20 rounds: predict first, label later (the label joins the prediction).
-api.wait_processed(model, before + len(rounds) - 20)
 for x, y in rounds[-20:]:
     guess = api.predict(model, x)
     api.label(model, guess.prediction_id, y)
-api.wait_processed(model, before + len(rounds))
+api.wait_processed(model, learned + 20)
 
 # %% 4. Loss, regret against the best fixed linear predictor, and where the weight sits.
 figures = api.model_metrics(model)

@@ -14,26 +14,20 @@ from __future__ import annotations
 
 import json
 
-from _common import model_id, parser
+from _common import ensure_model, learn, start
 
-from clients import Client
 from clients.datasets import load_dataset
 
-args = parser(__doc__.splitlines()[0], "cancer-nemsis", 2000).parse_args()
-model = model_id(args)
-api = Client(args.api_url)
+args, model, api = start(__doc__, "cancer-nemsis", 2000)
 
 # %% 1. A NEMSIS quantifier for NegKLD. ns=False is the paper's main NEMSIS: on this stream
 # the NS variant (the learner's default) misclassified about 38% of events in our runs.
 data = load_dataset("breast-cancer")
-if not api.model_exists(model):
-    api.create_model(model, "nemsis", data.dim, {"measure": "negkld", "ns": False})
+ensure_model(api, model, "nemsis", data.dim, {"measure": "negkld", "ns": False})
 
 # %% 2. Train on the drifting stream (labels +1 malignant, -1 benign).
 events = list(data.stream(n=args.limit))
-before = api.processed(model)
-api.send_events(model, [x for x, _ in events], [y for _, y in events])
-api.wait_processed(model, before + len(events))
+learn(api, model, events)
 
 # %% 3. Fresh batches at each prevalence level: estimated vs true prevalence.
 rows = []

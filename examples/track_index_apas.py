@@ -14,19 +14,16 @@ from __future__ import annotations
 import asyncio
 import json
 
-from _common import model_id, parser
+from _common import ensure_model, start
 
-from clients import Client, EventProducer
+from clients import EventProducer
 from clients.datasets import load_dataset
 
-args = parser(__doc__.splitlines()[0], "sp500-apas", 2000).parse_args()
-model = model_id(args)
-api = Client(args.api_url)
+args, model, api = start(__doc__, "sp500-apas", 2000)
 
 # %% 1. An APAS tracker over the 20 stocks, its features named by ticker.
 panel = load_dataset("sp500")  # skfolio's panel: daily returns, index return as the label
-if not api.model_exists(model):
-    api.create_model(model, "apas", panel.dim, {"lam": 0.01}, assets=list(panel.feature_names))
+ensure_model(api, model, "apas", panel.dim, {"lam": 0.01}, assets=list(panel.feature_names))
 
 # %% 2. Stream the first N trading days through Kafka (key = model id, one id per event).
 days = list(panel.stream(limit=args.limit))

@@ -16,7 +16,7 @@ import pkgutil
 from learners.base import REGISTRY, BatchInterrupted, Learner, Prediction, StateSize, StepReport
 from learners.codec import decode_state, encode_state
 
-_INFRA = {"base", "codec", "checks"}
+_INFRA = {"base", "codec", "checks", "streams"}
 #: a family's subpackage of offline references: neither it nor anything in it is imported.
 _OFFLINE = "offline"
 

@@ -179,3 +179,20 @@ class LinearClassifier(BinaryClassifier):
 
     def _scores_many(self, X: np.ndarray) -> np.ndarray:
         return X @ self.w_
+
+
+class MeanAndCovariance(BinaryClassifier):
+    """A binary classifier whose state is a mean vector and a d x d matrix, or only its
+    diagonal when the ``diagonal`` hyperparameter is set (``cw``, ``sop``): a full one is
+    refused above :data:`FULL_MAX_DIM`, in ``__init__`` and in ``state_size`` alike."""
+
+    diagonal: bool
+
+    def _init_params(self, dim: int, params: dict[str, Any]) -> None:
+        super()._init_params(dim, params)
+        self._check_full_dim(self.kind, self.dim, not self.diagonal)
+
+    @classmethod
+    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
+        cls._check_full_dim(cls.kind, d, not p["diagonal"])  # __init__'s refusal
+        return mean_and_covariance_size(d, not p["diagonal"])

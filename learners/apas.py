@@ -228,28 +228,7 @@ class APASRegressor(Learner):
         tol: float = 1e-10,
         max_iter: int = 100,
     ):
-        self._init_params(
-            dim,
-            {
-                "lam": lam,
-                "variant": variant,
-                "C": C,
-                "nu": nu,
-                "D": D,
-                "G": G,
-                "epsilon": epsilon,
-                "adaptive": adaptive,
-                "side": side,
-                "rho": rho,
-                "groups": groups,
-                "feasible": feasible,
-                "radius": radius,
-                "gamma1": gamma1,
-                "sca_rho": sca_rho,
-                "tol": tol,
-                "max_iter": max_iter,
-            },
-        )
+        self._init_from(locals())
         self._check_cross_fields()
         self._groups, self._rho = self._side_weights()
         self._sca = ScaSettings(float(gamma1), float(sca_rho), float(tol), int(max_iter))

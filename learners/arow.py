@@ -136,14 +136,13 @@ class AROW(BinaryClassifier):
     Examples
     --------
     >>> import numpy as np
+    >>> from learners.streams import linear_classes
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(2000, 5))
-    >>> y = np.where(X @ np.array([1.0, -2.0, 0.5, 0.0, 1.0]) >= 0, 1, -1)
+    >>> X, y = linear_classes([1.0, -2.0, 0.5, 0.0, 1.0], 2000, rng)
     >>> noisy = np.where(rng.random(2000) < 0.1, -y, y)  # 10% label noise
     >>> model = AROW(5, r=1.0)
     >>> reports = model.learn_many(X, noisy)
-    >>> X_test = rng.normal(size=(1000, 5))
-    >>> y_test = np.where(X_test @ np.array([1.0, -2.0, 0.5, 0.0, 1.0]) >= 0, 1, -1)
+    >>> X_test, y_test = linear_classes([1.0, -2.0, 0.5, 0.0, 1.0], 1000, rng)
     >>> err = np.mean(np.where(model.decision_function(X_test) >= 0, 1, -1) != y_test)
     >>> print(bool(err < 0.05))
     True
@@ -187,15 +186,7 @@ class AROW(BinaryClassifier):
         classes: list[int | str] | None = None,
         update_covariance: bool = True,
     ):
-        self._init_params(
-            dim,
-            {
-                "r": r,
-                "diagonal": diagonal,
-                "classes": classes,
-                "update_covariance": update_covariance,
-            },
-        )
+        self._init_from(locals())
         self._mode = covariance_mode(diagonal)
         self._check_full_dim(self.kind, self.dim, self._mode == "full")
         cov = initial_covariance(self.dim, self._mode)
@@ -389,14 +380,10 @@ class AROWRegressor(Learner):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
+    >>> from learners.streams import learn_stream, linear_stream
     >>> model = AROWRegressor(3, r=1.0)
-    >>> w = np.array([1.0, -2.0, 0.5])
-    >>> for _ in range(500):
-    ...     x = rng.normal(size=3)
-    ...     _ = model.learn(x, float(x @ w + 0.1 * rng.normal()))
-    >>> print(np.round(model.weights, 1))
+    >>> _ = learn_stream(model, linear_stream([1.0, -2.0, 0.5], 500, noise=0.1))
+    >>> print(model.weights.round(1))
     [ 1.  -2.   0.5]
 
     References

@@ -174,13 +174,20 @@ class Learner:
     def _init_params(self, dim: int, params: dict[str, Any]) -> None:
         """Validate ``dim`` and the hyperparameters, then store them under their own names.
 
-        Subclasses call ``self._init_params(dim, locals-without-self)`` first in ``__init__``.
+        Subclasses call ``self._init_params(dim, {name: value, ...})`` (or
+        ``self._init_from(locals())``) first in ``__init__``.
         """
         self._check_dim(dim)
         validate(self.kind, params, self._constraints)
         self.dim = int(dim)
         for name, value in params.items():
             setattr(self, name, value)
+
+    def _init_from(self, scope: Mapping[str, Any]) -> None:
+        """``_init_params`` with ``dim`` and the hyperparameters (the signature's keyword-only
+        names, in its order) taken from ``scope``: ``__init__``'s ``locals()``, called first
+        thing, so a long signature is not spelled out again as a dict."""
+        self._init_params(scope["dim"], {name: scope[name] for name in self.param_names()})
 
     @classmethod
     def _check_dim(cls, dim: Any) -> None:
@@ -284,29 +291,11 @@ class Learner:
 
     def _check_y(self, y: Any) -> Any:
         """Validate a label; regressors take a finite float. Classifiers override."""
-        if isinstance(y, bool) or not isinstance(y, int | float | np.integer | np.floating):
-            raise ValueError(f"y must be a real number, got {y!r}")
-        try:
-            yf = float(y)
-        except OverflowError:
-            raise ValueError("y is too large for a float") from None
-        if not math.isfinite(yf):
-            raise ValueError("y must be finite (no NaN or inf)")
-        return yf
+        return finite_real(y, "y", "a real number")
 
     @staticmethod
     def _check_hint(hint: Any) -> float | None:
-        if hint is None:
-            return None
-        if isinstance(hint, bool) or not isinstance(hint, int | float | np.integer | np.floating):
-            raise ValueError(f"hint must be a real number or null, got {hint!r}")
-        try:
-            h = float(hint)
-        except OverflowError:
-            raise ValueError("hint is too large for a float") from None
-        if not math.isfinite(h):
-            raise ValueError("hint must be finite (no NaN or inf)")
-        return h
+        return None if hint is None else finite_real(hint, "hint", "a real number or null")
 
     # ---- the contract --------------------------------------------------------------------
     def predict(self, x: Any, *, hint: float | None = None) -> Prediction:
@@ -489,6 +478,20 @@ class LinearRegressor(Learner):
 
     def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
         return Prediction(float(self.w_ @ x))
+
+
+def finite_real(value: Any, name: str, expected: str) -> float:
+    """``value`` as a finite float; else ``ValueError`` saying that ``name`` must be
+    ``expected`` (bools are not numbers here), is too large for a float, or is not finite."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise ValueError(f"{name} must be {expected}, got {value!r}")
+    try:
+        f = float(value)
+    except OverflowError:
+        raise ValueError(f"{name} is too large for a float") from None
+    if not math.isfinite(f):
+        raise ValueError(f"{name} must be finite (no NaN or inf)")
+    return f
 
 
 def readonly(arr: np.ndarray) -> np.ndarray:

@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from learners._classifier import BinaryClassifier, mean_and_covariance_size
+from learners._classifier import MeanAndCovariance
 from learners._constraints import Boolean, Constraint, Interval
-from learners.base import StateSize, readonly
+from learners.base import readonly
 
 
 def cw_variance_step(M: float, V: float, phi: float) -> float:
@@ -40,7 +40,7 @@ def cw_variance_step(M: float, V: float, phi: float) -> float:
     return max(0.0, gamma)
 
 
-class CWClassifier(BinaryClassifier):
+class CWClassifier(MeanAndCovariance):
     """Confidence-weighted linear classifier, variance form, full or diagonal covariance.
 
     Keeps N(mu, Sigma) over weights (Sigma_0 = I) and predicts sign(mu . x). When the
@@ -68,14 +68,12 @@ class CWClassifier(BinaryClassifier):
     Examples
     --------
     >>> import numpy as np
+    >>> from learners.streams import linear_classes
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(2000, 5))
-    >>> w = np.array([1.0, -2.0, 0.5, 0.0, 1.0])
     >>> model = CWClassifier(5, eta=0.9)
-    >>> _ = model.learn_many(X, np.where(X @ w >= 0, 1, -1))
-    >>> X_test = rng.normal(size=(1000, 5))
-    >>> err = np.mean(np.where(model.decision_function(X_test) >= 0, 1, -1)
-    ...               != np.where(X_test @ w >= 0, 1, -1))
+    >>> _ = model.learn_many(*linear_classes([1.0, -2.0, 0.5, 0.0, 1.0], 2000, rng))
+    >>> X_test, y_test = linear_classes([1.0, -2.0, 0.5, 0.0, 1.0], 1000, rng)
+    >>> err = np.mean(np.where(model.decision_function(X_test) >= 0, 1, -1) != y_test)
     >>> print(bool(err < 0.03))
     True
 
@@ -90,19 +88,12 @@ class CWClassifier(BinaryClassifier):
         "diagonal": Boolean(),
     }
     eta: float
-    diagonal: bool
 
     def __init__(self, dim: int, *, eta: float = 0.9, diagonal: bool = False):
         self._init_params(dim, {"eta": eta, "diagonal": diagonal})
-        self._check_full_dim(self.kind, self.dim, not diagonal)
         self._phi = NormalDist().inv_cdf(float(eta))
         self.mu_ = np.zeros(self.dim)
         self.Sigma_ = np.ones(self.dim) if diagonal else np.eye(self.dim)
-
-    @classmethod
-    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
-        cls._check_full_dim(cls.kind, d, not p["diagonal"])  # __init__'s refusal
-        return mean_and_covariance_size(d, not p["diagonal"])
 
     @property
     def weights(self) -> np.ndarray:

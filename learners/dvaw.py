@@ -396,14 +396,10 @@ class DiscountedVAW(OneExpert):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
+    >>> from learners.streams import learn_stream, linear_stream
     >>> model = DiscountedVAW(2, gamma=0.95)
-    >>> for t in range(400):
-    ...     u = np.array([1.0, -1.0]) if t < 200 else np.array([-1.0, 2.0])
-    ...     x = rng.normal(size=2)
-    ...     _ = model.learn(x, float(x @ u))
-    >>> print(np.round(model.weights, 2))
+    >>> _ = learn_stream(model, linear_stream([1.0, -1.0], 400, then=(200, [-1.0, 2.0])))
+    >>> print(model.weights.round(2))
     [-1.  2.]
 
     References
@@ -436,17 +432,7 @@ class DiscountedVAW(OneExpert):
         refresh: int = DEFAULT_REFRESH,
         lambda_floor: float | None = None,
     ):
-        self._init_params(
-            dim,
-            {
-                "gamma": gamma,
-                "lam": lam,
-                "hint": hint,
-                "stabilised": stabilised,
-                "refresh": refresh,
-                "lambda_floor": lambda_floor,
-            },
-        )
+        self._init_from(locals())
         self._gamma = np.array([float(gamma)])
         self._log_gamma = np.log(self._gamma)
         self._floor = resolve_floor(float(lam), stabilised, lambda_floor)

@@ -199,14 +199,11 @@ class DVAWEnsemble(GridEnsemble):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
+    >>> from learners.streams import learn_stream, linear_stream
     >>> model = DVAWEnsemble(2, horizon=1000)
-    >>> for t in range(1000):
-    ...     u = np.array([1.0, -1.0]) if t < 500 else np.array([-1.0, 2.0])
-    ...     x = rng.normal(size=2)
-    ...     rep = model.learn(x, float(x @ u + 0.1 * rng.normal()))
-    >>> print(round(model.predict(np.array([1.0, 1.0])).value, 1))
+    >>> drift = linear_stream([1.0, -1.0], 1000, noise=0.1, then=(500, [-1.0, 2.0]))
+    >>> rep = learn_stream(model, drift)
+    >>> print(round(model.predict([1.0, 1.0]).value, 1))
     1.0
     >>> print(rep.diagnostics["effective_memory"] < 1000)
     True
@@ -236,19 +233,7 @@ class DVAWEnsemble(GridEnsemble):
         refresh: int = DEFAULT_REFRESH,
         lambda_floor: float | None = None,
     ):
-        self._init_params(
-            dim,
-            {
-                "lam": lam,
-                "base": base,
-                "horizon": horizon,
-                "hint": hint,
-                "ref": ref,
-                "stabilised": stabilised,
-                "refresh": refresh,
-                "lambda_floor": lambda_floor,
-            },
-        )
+        self._init_from(locals())
         eta = self._grid()
         self._eta = np.concatenate([[0.0], eta])  # eta of the gamma = 0 expert is 0
         self._gamma = eta / (1.0 + eta)

@@ -119,14 +119,11 @@ class DVAWStronglyAdaptive(GridEnsemble):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
+    >>> from learners.streams import learn_stream, linear_stream
     >>> model = DVAWStronglyAdaptive(2, horizon=1024)
-    >>> for t in range(600):
-    ...     u = np.array([1.0, -1.0]) if t < 300 else np.array([-1.0, 2.0])
-    ...     x = rng.normal(size=2)
-    ...     rep = model.learn(x, float(x @ u + 0.1 * rng.normal()))
-    >>> print(round(model.predict(np.array([1.0, 1.0])).value, 1))
+    >>> drift = linear_stream([1.0, -1.0], 600, noise=0.1, then=(300, [-1.0, 2.0]))
+    >>> rep = learn_stream(model, drift)
+    >>> print(round(model.predict([1.0, 1.0]).value, 1))
     1.0
     >>> print(round(rep.diagnostics["total_mass"], 9))
     1.0
@@ -159,20 +156,7 @@ class DVAWStronglyAdaptive(GridEnsemble):
         refresh: int = DEFAULT_REFRESH,
         lambda_floor: float | None = None,
     ):
-        self._init_params(
-            dim,
-            {
-                "lam": lam,
-                "base": base,
-                "horizon": horizon,
-                "hint": hint,
-                "ref": ref,
-                "augment": augment,
-                "stabilised": stabilised,
-                "refresh": refresh,
-                "lambda_floor": lambda_floor,
-            },
-        )
+        self._init_from(locals())
         eta = self._grid()
         self._eta = eta
         self._G = eta.size

@@ -47,14 +47,10 @@ class RLS(OneExpert):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
+    >>> from learners.streams import learn_stream, linear_stream
     >>> model = RLS(2, forgetting=0.95)
-    >>> for t in range(400):
-    ...     u = np.array([1.0, -1.0]) if t < 200 else np.array([-1.0, 2.0])
-    ...     x = rng.normal(size=2)
-    ...     _ = model.learn(x, float(x @ u))
-    >>> print(np.round(model.weights, 2))
+    >>> _ = learn_stream(model, linear_stream([1.0, -1.0], 400, then=(200, [-1.0, 2.0])))
+    >>> print(model.weights.round(2))
     [-1.  2.]
 
     References

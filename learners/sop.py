@@ -15,12 +15,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from learners._classifier import BinaryClassifier, mean_and_covariance_size
+from learners._classifier import MeanAndCovariance
 from learners._constraints import Boolean, Constraint, Interval
-from learners.base import StateSize
 
 
-class SecondOrderPerceptron(BinaryClassifier):
+class SecondOrderPerceptron(MeanAndCovariance):
     """Second-order perceptron: predicts sign(v' (S + x x')^{-1} x), updates on mistakes.
 
     S = a I + sum of x x' over past mistakes, v = sum of y x over past mistakes. The current
@@ -50,12 +49,9 @@ class SecondOrderPerceptron(BinaryClassifier):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(2000, 5))
-    >>> w = np.array([1.0, -2.0, 0.5, 0.0, 1.0])
+    >>> from learners.streams import linear_classes
     >>> model = SecondOrderPerceptron(5, a=1.0)
-    >>> _ = model.learn_many(X, np.where(X @ w >= 0, 1, -1))
+    >>> _ = model.learn_many(*linear_classes([1.0, -2.0, 0.5, 0.0, 1.0], 2000))
     >>> print(model.n_mistakes_ < 100)
     True
 
@@ -70,22 +66,14 @@ class SecondOrderPerceptron(BinaryClassifier):
         "diagonal": Boolean(),
     }
     a: float
-    diagonal: bool
 
     def __init__(self, dim: int, *, a: float = 1.0, diagonal: bool = False):
         self._init_params(dim, {"a": a, "diagonal": diagonal})
-        self._check_full_dim(self.kind, self.dim, not diagonal)
         self.v_ = np.zeros(self.dim)
         if diagonal:
             self.S_ = np.full(self.dim, float(a))
         else:
             self.S_inv_ = np.eye(self.dim) / float(a)
-
-    @classmethod
-    def _state_size(cls, d: int, p: dict[str, Any]) -> StateSize:
-        # v_ plus S_inv_ (d x d) or the diagonal S_ (d): the shape of mean and covariance
-        cls._check_full_dim(cls.kind, d, not p["diagonal"])  # __init__'s refusal
-        return mean_and_covariance_size(d, not p["diagonal"])
 
     @property
     def weights(self) -> np.ndarray:

@@ -42,14 +42,10 @@ class VAW(OneExpert):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
+    >>> from learners.streams import learn_stream, linear_stream
     >>> model = VAW(3)
-    >>> w = np.array([1.0, -2.0, 0.5])
-    >>> for _ in range(500):
-    ...     x = rng.normal(size=3)
-    ...     _ = model.learn(x, float(x @ w))
-    >>> print(np.round(model.weights, 2))
+    >>> _ = learn_stream(model, linear_stream([1.0, -2.0, 0.5], 500))
+    >>> print(model.weights.round(2))
     [ 1.  -2.   0.5]
 
     References

@@ -165,13 +165,23 @@ def acceptance(summary: dict) -> tuple[bool, str]:
     return ok, "\n".join(lines)
 
 
+def _finish(fig: Any, ax: Any, xlabel: str, ylabel: str, title: str, name: str) -> str:
+    """Label ``ax``, add the legend, save ``fig`` as ``RESULTS / name``; returns ``name``."""
+    from benchmarks._report import save_figure
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7, ncol=2)
+    save_figure(fig, RESULTS / name, dpi=120)
+    return name
+
+
 def plot(summary: dict, noises: list[float]) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from benchmarks._report import save_figure
 
     names = []
     xs = [*CHECKPOINTS, N_TRAIN]
@@ -182,12 +192,9 @@ def plot(summary: dict, noises: list[float]) -> list[str]:
             ax.plot(xs, summary[(a.name, 0.1)]["curve"], style, marker="o", ms=3, label=a.name)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("training examples seen (10% of labels flipped)")
-        ax.set_ylabel("test error (clean labels)")
-        ax.set_title("Synthetic data, 10% label noise (cf. paper Fig. 2(a))")
-        ax.legend(fontsize=7, ncol=2)
-        save_figure(fig, RESULTS / "synthetic_curves_10pct.png", dpi=120)
-        names.append("synthetic_curves_10pct.png")
+        labels = ("training examples seen (10% of labels flipped)", "test error (clean labels)")
+        title = "Synthetic data, 10% label noise (cf. paper Fig. 2(a))"
+        names.append(_finish(fig, ax, *labels, title, "synthetic_curves_10pct.png"))
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for a in ALGORITHMS:
         style = "-" if "diag" not in a.name else "--"
@@ -201,12 +208,9 @@ def plot(summary: dict, noises: list[float]) -> list[str]:
             capsize=2,
             label=a.name,
         )
-    ax.set_xlabel("training label noise (%)")
-    ax.set_ylabel("final test error (clean labels)")
-    ax.set_title("Synthetic data: error versus label noise")
-    ax.legend(fontsize=7, ncol=2)
-    save_figure(fig, RESULTS / "synthetic_error_vs_noise.png", dpi=120)
-    names.append("synthetic_error_vs_noise.png")
+    labels = ("training label noise (%)", "final test error (clean labels)")
+    title = "Synthetic data: error versus label noise"
+    names.append(_finish(fig, ax, *labels, title, "synthetic_error_vs_noise.png"))
     return names
 
 

@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from clients.datasets import drift_comparators  # noqa: E402
 from learners import build  # noqa: E402
 from learners.dvaw_ensemble import expert_grid  # noqa: E402
 
@@ -77,32 +78,14 @@ def generate(name: str, seed: int, T: int = 20_000, d: int = D):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((T, d))
     eps = SIGMA * rng.standard_normal(T)
-    ru = np.random.default_rng(seed + 1000)
-    if name == "static":
-        U = np.tile(unit(ru.standard_normal(d)), (T, 1))
-    elif name.startswith("jumps_"):
-        L = int(name.split("_")[1])
-        K = math.ceil(T / L)
-        us = np.array([unit(ru.standard_normal(d)) for _ in range(K)])
-        U = us[np.arange(T) // L]
-    elif name == "regime":  # §7.1 optional / §5.5: static first half, then jumps_256
+    if name == "regime":  # §7.1 optional / §5.5: static first half, then jumps_256
+        ru = np.random.default_rng(seed + 1000)
         half = T // 2
         u0 = unit(ru.standard_normal(d))
         us = np.array([unit(ru.standard_normal(d)) for _ in range(math.ceil(half / 256))])
         U = np.vstack([np.tile(u0, (half, 1)), us[np.arange(T - half) // 256]])
-    elif name == "walk":
-        u1 = unit(ru.standard_normal(d))
-        steps = (0.005 / math.sqrt(d)) * ru.standard_normal((T - 1, d))
-        U = np.vstack([u1, u1 + np.cumsum(steps, axis=0)])
-    elif name == "rotate":
-        a = unit(ru.standard_normal(d))
-        b0 = ru.standard_normal(d)
-        b = unit(b0 - (b0 @ a) * a)
-        w = 2 * math.pi / 5000
-        t = np.arange(1, T + 1)[:, None]
-        U = np.cos(w * t) * a + np.sin(w * t) * b
-    else:
-        raise ValueError(f"unknown scenario {name!r}")
+    else:  # the client's generator of the same sequences (the synth-drift-* datasets)
+        U = drift_comparators(name, T, d, seed)
     y = np.einsum("td,td->t", X, U) + eps
     return X, y, U
 

@@ -256,9 +256,8 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
 
 
 def write(name: str, text: str) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / name
-    path.write_text(text)
+    """Write ``benchmarks/results/nemsis/<name>`` and show it."""
+    path = _report.write_text(RESULTS / name, text)
     print(text)
     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     print(f"\nwritten to {shown}")

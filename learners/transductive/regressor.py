@@ -162,21 +162,7 @@ class TransductiveRegressor(BlockMixin, Learner):
         burn_in: int = 10,
         seed: int = 0,
     ):
-        self._init_params(
-            dim,
-            {
-                "lam": lam,
-                "Y": Y,
-                "clip": clip,
-                "mode": mode,
-                "fallback": fallback,
-                "fallback_lam": fallback_lam,
-                "tau": tau,
-                "sweeps": sweeps,
-                "burn_in": burn_in,
-                "seed": seed,
-            },
-        )
+        self._init_from(locals())
         d = self.dim
         self.block_ = np.zeros((0, d))
         self.remaining_ = np.zeros(0, dtype=np.int64)

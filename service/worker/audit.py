@@ -22,44 +22,25 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from service.worker.checkpointer import Checkpointer
-from service.worker.ports import Log, ModelStore
+from service.worker.context import WorkerContext
 from service.worker.rebalance import Rebalance
-from service.worker.runtime import ModelRuntime
-from service.worker.telemetry import WorkerStats
 
 logger = logging.getLogger(__name__)
 
 
 class Audit:
-    def __init__(
-        self,
-        *,
-        store: ModelStore,
-        log: Log,
-        checkpoint: Checkpointer,
-        rebalance: Rebalance,
-        models: dict[str, ModelRuntime],
-        stats: WorkerStats,
-        interval_s: float,
-        clock: Callable[[], float],
-    ) -> None:
-        self.store = store
-        self.log = log
+    def __init__(self, ctx: WorkerContext, checkpoint: Checkpointer, rebalance: Rebalance) -> None:
+        self.ctx = ctx
         self.checkpoint = checkpoint
         self.rebalance = rebalance
-        self.models = models
-        self.stats = stats
-        self.interval_s = interval_s
-        self.clock = clock
         self.epoch: str | None = None  # the store's, as of the last comparison
         self.last = float("-inf")  # clock() at the last store check
 
     def due(self) -> bool:
-        """The store's epoch is checked every ``interval_s``, with or without events."""
-        return self.clock() - self.last >= self.interval_s
+        """The store's epoch is checked every ``commit_interval_s``, with or without events."""
+        return self.ctx.clock() - self.last >= self.ctx.settings.commit_interval_s
 
     async def check_log(self) -> None:
         """Records below the next offset came: verify the log now, restore what changed."""
@@ -69,26 +50,26 @@ class Audit:
     async def restore(self) -> None:
         """Restore the partitions ``Checkpointer.verify_log`` found changed, still assigned."""
         changed, self.checkpoint.changed = self.checkpoint.changed, set()
-        assigned = self.log.assignment()
+        assigned = self.ctx.log.assignment()
         for tp in sorted(changed & assigned):
             await self.rebalance.restore_partition(tp)
 
     async def check_store(self) -> None:
         """When the store's epoch changed: reload every model whose stored version and
         token are not the ones this worker holds."""
-        self.last = self.clock()
-        epoch = await self.store.epoch()  # read first: a loss after it changes it again
+        self.last = self.ctx.clock()
+        epoch = await self.ctx.store.epoch()  # read first: a loss after it changes it again
         if epoch == self.epoch:
             return
         self.epoch = epoch
-        ids = sorted(self.models)
-        heads = await self.store.heads(ids) if ids else {}
+        ids = sorted(self.ctx.models)
+        heads = await self.ctx.store.heads(ids) if ids else {}
         for model in ids:
-            rt = self.models.get(model)
+            rt = self.ctx.models.get(model)
             head = heads.get(model, (0, ""))
             if rt is None or head == (rt.version, rt.token):
                 continue
-            self.stats.conflicts += 1
+            self.ctx.stats.conflicts += 1
             logger.error(
                 "model %r: the store no longer holds version %d (it lost writes: restarted"
                 " or failed over); reloading its stored version %d",

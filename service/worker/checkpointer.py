@@ -6,18 +6,13 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable
 
-from service.config import Settings
 from service.store.checkpoints import BACKWARDS, OK, Stamp
-from service.worker.assignment import Assignment
-from service.worker.deadletter import DeadLetters
+from service.worker.context import WorkerContext
 from service.worker.divergence import matches, resume_offset
 from service.worker.events import raw_event_id
-from service.worker.faults import Faults
-from service.worker.ports import CommitFailed, Log, ModelStore, Record, TopicPartition
-from service.worker.runtime import ModelRuntime, load_models
-from service.worker.telemetry import WorkerMetrics, WorkerStats
+from service.worker.ports import CommitFailed, Record, TopicPartition
+from service.worker.runtime import load_models
 
 logger = logging.getLogger(__name__)
 
@@ -25,30 +20,8 @@ logger = logging.getLogger(__name__)
 class Checkpointer:
     """Tracks the offsets handled since the last checkpoint and writes the next one."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        store: ModelStore,
-        log: Log,
-        assignment: Assignment,
-        models: dict[str, ModelRuntime],
-        stats: WorkerStats,
-        deadletters: DeadLetters,
-        metrics: WorkerMetrics,
-        faults: Faults,
-        clock: Callable[[], float],
-    ) -> None:
-        self.settings = settings
-        self.store = store
-        self.log = log
-        self.assignment = assignment
-        self.models = models
-        self.stats = stats
-        self.deadletters = deadletters
-        self.metrics = metrics
-        self.faults = faults
-        self.clock = clock
+    def __init__(self, ctx: WorkerContext) -> None:
+        self.ctx = ctx
         self.offsets: dict[TopicPartition, int] = {}  # next offset to commit, per partition
         self.handled: dict[TopicPartition, Record] = {}  # last record handled, per partition
         # the last record handled before the last checkpoint, per partition: the log must
@@ -57,7 +30,7 @@ class Checkpointer:
         self.suspect: set[TopicPartition] = set()  # records below the next offset came
         self.changed: set[TopicPartition] = set()  # found changed; to restore (audit.py)
         self.pending = 0  # records handled since the last checkpoint
-        self.last = clock()
+        self.last = ctx.clock()
         self.inflight: asyncio.Future[None] | None = None  # the Kafka offset commit
         self.state_writes = 0  # checkpoints whose Redis write succeeded
 
@@ -70,8 +43,10 @@ class Checkpointer:
         """After ``commit_every`` records or ``commit_interval_s`` seconds with work."""
         if not self.pending:
             return False
-        st = self.settings
-        return self.pending >= st.commit_every or self.clock() - self.last >= (st.commit_interval_s)
+        st = self.ctx.settings
+        if self.pending >= st.commit_every:
+            return True
+        return self.ctx.clock() - self.last >= st.commit_interval_s
 
     def forget(self, partitions: set[TopicPartition]) -> None:
         for tp in partitions:
@@ -91,18 +66,18 @@ class Checkpointer:
         4. commit the Kafka offsets (a hint for lag monitoring only), in the background:
            the next batch does not wait for the broker's answer.
         """
-        self.faults.hit("before_checkpoint")
+        self.ctx.faults.hit("before_checkpoint")
         started = time.perf_counter()
         # 0. nothing learned from a log that changed under us is written
         await self.verify_log()
         # 1. dead letters (the shared counter is at-least-once, like the letters)
-        letters = await self.deadletters.flush()
-        self.stats.deadletter += letters
+        letters = await self.ctx.deadletters.flush()
+        self.ctx.stats.deadletter += letters
         # 2. model states, worker counters
-        dirty = [rt for rt in self.models.values() if rt.dirty and rt.stamp is not None]
-        writes = [rt.checkpoint_write(self.settings.events_topic) for rt in dirty]
-        self.stats.checkpoints += 1
-        results = await self.store.write(
+        dirty = [rt for rt in self.ctx.models.values() if rt.dirty and rt.stamp is not None]
+        writes = [rt.checkpoint_write(self.ctx.settings.events_topic) for rt in dirty]
+        self.ctx.stats.checkpoints += 1
+        results = await self.ctx.store.write(
             writes, worker_stats=self._worker_stats(), deadletters=letters
         )
         conflicted: set[int] = set()
@@ -118,7 +93,7 @@ class Checkpointer:
                         rt.model,
                         w.stamp,
                     )
-                self.stats.conflicts += 1
+                self.ctx.stats.conflicts += 1
                 conflicted.add(w.stamp.partition)
                 # 3. another writer won: its state is the truth
                 await self.resync(rt.model)
@@ -126,14 +101,14 @@ class Checkpointer:
         for tp, rec in self.handled.items():
             self.witness[tp] = Stamp(tp.partition, rec.offset, raw_event_id(rec.value))
         self.handled.clear()
-        self.faults.hit("after_state_write")
+        self.ctx.faults.hit("after_state_write")
         # 4. Kafka offsets
         await self._commit_offsets(conflicted)
-        self.faults.hit("after_commit")
+        self.ctx.faults.hit("after_commit")
         self.pending = 0
-        self.last = self.clock()
+        self.last = self.ctx.clock()
         elapsed = time.perf_counter() - started
-        self.metrics.checkpoint.observe(elapsed)
+        self.ctx.metrics.checkpoint.observe(elapsed)
         logger.debug("checkpoint: %d models in %.1f ms", len(writes), 1e3 * elapsed)
 
     async def verify_log(self) -> None:
@@ -153,21 +128,21 @@ class Checkpointer:
                 points[tp] = point
         if not points:
             return
-        found = await self.log.read_many({tp: p.offset for tp, p in points.items()})
+        found = await self.ctx.log.read_many({tp: p.offset for tp, p in points.items()})
         for tp in sorted(points):
             point = points[tp]
             if matches(found[tp], point) is not False:
                 continue
-            if point.offset >= await self.log.beginning_offset(tp):  # not retention
+            if point.offset >= await self.ctx.log.beginning_offset(tp):  # not retention
                 self.log_changed(tp, point.offset)
 
     def log_changed(self, tp: TopicPartition, offset: int) -> None:
         """The record at ``offset`` of ``tp`` is not the one handled there before: drop the
         partition's models unwritten and mark it to restore."""
-        self.stats.log_resets += 1
-        for model, rt in list(self.models.items()):
+        self.ctx.stats.log_resets += 1
+        for model, rt in list(self.ctx.models.items()):
             if rt.home == tp.partition:
-                del self.models[model]  # unwritten: what it learned is read again
+                del self.ctx.models[model]  # unwritten: what it learned is read again
         self.forget({tp})
         self.changed.add(tp)
         logger.error(
@@ -185,9 +160,11 @@ class Checkpointer:
         a deletion happened): the stored state wins and the events after its stamp are
         replayed.
         """
-        models = self.models
+        models = self.ctx.models
         old = models.pop(model, None)
-        loaded, _ = await load_models(self.store, [model], seen_keep=self.settings.seen_ids_keep)
+        loaded, _ = await load_models(
+            self.ctx.store, [model], seen_keep=self.ctx.settings.seen_ids_keep
+        )
         if model not in loaded:
             logger.warning("model %r is gone from the registry; dropped", model)
             return
@@ -196,17 +173,17 @@ class Checkpointer:
         ref = rt.stamp or (old.stamp if old else None)
         if ref is None:
             return
-        tp = TopicPartition(self.settings.events_topic, ref.partition)
-        if tp not in self.log.assignment():
+        tp = TopicPartition(self.ctx.settings.events_topic, ref.partition)
+        if tp not in self.ctx.log.assignment():
             models.pop(model, None)
             return
         # the stored stamp may be from before the log changed under us: checked as on an
         # assignment (a model that stops learning is left where it is)
-        target = await resume_offset(self.log, self.store, tp, rt, self.stats)
+        target = await resume_offset(self.ctx.log, self.ctx.store, tp, rt, self.ctx.stats)
         if target is None:
             return
-        if target < await self.log.position(tp):
-            self.assignment.seek(tp, target)
+        if target < await self.ctx.log.position(tp):
+            self.ctx.assignment.seek(tp, target)
         logger.warning(
             "model %r reloaded at version %d; replaying from %d", model, rt.version, target
         )
@@ -215,7 +192,7 @@ class Checkpointer:
         """Start committing the Kafka offsets without waiting for the broker; a commit
         still running from the last checkpoint is awaited first, so commits never overlap
         and arrive in order. ``drain`` waits for the last one (shutdown, rebalance)."""
-        assigned = self.log.assignment()
+        assigned = self.ctx.log.assignment()
         offsets = {
             tp: off
             for tp, off in self.offsets.items()
@@ -233,13 +210,13 @@ class Checkpointer:
 
     async def _send_offsets(self, offsets: dict[TopicPartition, int]) -> None:
         try:
-            await self.log.commit(offsets)
+            await self.ctx.log.commit(offsets)
         except CommitFailed as exc:
             logger.info("Kafka offset commit skipped (%s); Redis stamps are authoritative", exc)
 
     def _worker_stats(self) -> dict[str, str]:
         """The worker's counters, as written to ``worker:{id}``."""
-        fields = {**vars(self.stats), "pid": os.getpid(), "models": len(self.models)}
+        fields = {**vars(self.ctx.stats), "pid": os.getpid(), "models": len(self.ctx.models)}
         mapping = {k: str(v) for k, v in fields.items()}
         mapping["updated_at"] = repr(time.time())
         return mapping

@@ -26,6 +26,7 @@ from service.worker.adapters.redis_store import RedisStore
 from service.worker.assignment import Assignment
 from service.worker.audit import Audit
 from service.worker.checkpointer import Checkpointer
+from service.worker.context import WorkerContext
 from service.worker.deadletter import DeadLetters
 from service.worker.drain import Drain
 from service.worker.events import Event, InvalidEvent, decode_event, raw_event_id
@@ -82,49 +83,25 @@ class Worker:
         self.lock = asyncio.Lock()  # batch vs rebalance callbacks
         self.assignment = Assignment(log)
         self.deadletters = DeadLetters(log, settings.deadletter_topic, worker_id)
-        self.checkpoint = Checkpointer(
+        # what the components share; positional, as every field has its own type (mypy
+        # checks the order)
+        ctx = WorkerContext(
             settings,
-            store=store,
-            log=log,
-            assignment=self.assignment,
-            models=self.models,
-            stats=self.stats,
-            deadletters=self.deadletters,
-            metrics=self.metrics,
-            faults=self.faults,
-            clock=clock,
+            log,
+            store,
+            self.assignment,
+            self.models,
+            self.stats,
+            self.deadletters,
+            self.metrics,
+            self.faults,
+            self.lock,
+            clock,
         )
-        self.rollback = Rollback(
-            store=store,
-            log=log,
-            assignment=self.assignment,
-            models=self.models,
-            stats=self.stats,
-            deadletters=self.deadletters,
-            history_keep=settings.history_keep,
-            seen_keep=settings.seen_ids_keep,
-        )
-        self.rebalance = Rebalance(
-            topic=settings.events_topic,
-            store=store,
-            log=log,
-            assignment=self.assignment,
-            models=self.models,
-            stats=self.stats,
-            checkpoint=self.checkpoint,
-            lock=self.lock,
-            seen_keep=settings.seen_ids_keep,
-        )
-        self.audit = Audit(
-            store=store,
-            log=log,
-            checkpoint=self.checkpoint,
-            rebalance=self.rebalance,
-            models=self.models,
-            stats=self.stats,
-            interval_s=settings.commit_interval_s,
-            clock=clock,
-        )
+        self.checkpoint = Checkpointer(ctx)
+        self.rollback = Rollback(ctx)
+        self.rebalance = Rebalance(ctx, self.checkpoint)
+        self.audit = Audit(ctx, self.checkpoint, self.rebalance)
         self.last_poll = 0.0  # clock() at the last poll: /healthz freshness
         self.final_checkpoint = False  # set when the shutdown's checkpoint was written
         self.stopped_at: float | None = None  # clock() when the stop was requested

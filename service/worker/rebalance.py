@@ -12,15 +12,13 @@ On revoke: checkpoint everything, then drop the revoked partitions' models.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
-from service.worker.assignment import Assignment
 from service.worker.checkpointer import Checkpointer
+from service.worker.context import WorkerContext
 from service.worker.divergence import EndMemo, resume_offset
-from service.worker.ports import Log, ModelStore, TopicPartition
+from service.worker.ports import TopicPartition
 from service.worker.runtime import ModelRuntime, load_models
-from service.worker.telemetry import WorkerStats
 
 logger = logging.getLogger(__name__)
 
@@ -28,58 +26,39 @@ logger = logging.getLogger(__name__)
 class Rebalance:
     """The rebalance listener: checkpoint and drop on revoke, restore and seek on assign."""
 
-    def __init__(
-        self,
-        *,
-        topic: str,
-        store: ModelStore,
-        log: Log,
-        assignment: Assignment,
-        models: dict[str, ModelRuntime],
-        stats: WorkerStats,
-        checkpoint: Checkpointer,
-        lock: asyncio.Lock,
-        seen_keep: int,
-    ) -> None:
-        self.topic = topic
-        self.store = store
-        self.log = log
-        self.assignment = assignment
-        self.models = models
-        self.stats = stats
+    def __init__(self, ctx: WorkerContext, checkpoint: Checkpointer) -> None:
+        self.ctx = ctx
         self.checkpoint = checkpoint
-        self.lock = lock  # batch vs rebalance callbacks
-        self.seen_keep = seen_keep
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        async with self.lock:
-            self.assignment.changed()
+        async with self.ctx.lock:
+            self.ctx.assignment.changed()
             if revoked:
                 await self.checkpoint.commit()
             await self.checkpoint.drain()  # offsets of revoked partitions before we leave
-            parts = {tp.partition for tp in revoked if tp.topic == self.topic}
-            for model, rt in list(self.models.items()):
+            parts = {tp.partition for tp in revoked if tp.topic == self.ctx.settings.events_topic}
+            for model, rt in list(self.ctx.models.items()):
                 if rt.stamp is None or rt.stamp.partition in parts:
-                    del self.models[model]
+                    del self.ctx.models[model]
             self.checkpoint.forget(set(revoked))
-            self.assignment.forget(revoked)
+            self.ctx.assignment.forget(revoked)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        async with self.lock:
-            self.assignment.changed()
+        async with self.ctx.lock:
+            self.ctx.assignment.changed()
             await self.checkpoint.drain()  # the offsets of the last checkpoint, before seeking
             self.checkpoint.changed -= assigned  # restored here
             for tp in sorted(assigned):
                 await self.restore_partition(tp)
             # A batch fetched while the partitions were being restored comes from the Kafka
             # committed offsets, which can be ahead of the stamps (after a rollback): stale.
-            self.assignment.changed()
+            self.ctx.assignment.changed()
 
     async def restore_partition(self, tp: TopicPartition) -> int:
         """Load ``tp``'s models, void stale stamps and seek; returns the chosen offset."""
-        store, log = self.store, self.log
+        store, log = self.ctx.store, self.ctx.log
         ids = sorted(await store.partition_models(tp.topic, tp.partition))
-        loaded, failed = await load_models(store, ids, seen_keep=self.seen_keep)
+        loaded, failed = await load_models(store, ids, seen_keep=self.ctx.settings.seen_ids_keep)
         gone = [m for m in failed if m not in loaded]  # deleted: must not pin the seek position
         if gone:
             await store.forget(tp.topic, tp.partition, gone)
@@ -92,7 +71,7 @@ class Rebalance:
             if rt.foreign(tp.partition):  # registered here once, lives elsewhere: must not pin
                 del loaded[model]
                 continue
-            at = await resume_offset(reader, store, tp, rt, self.stats)
+            at = await resume_offset(reader, store, tp, rt, self.ctx.stats)
             if at is None:  # the model stopped learning; it must not pin either
                 continue
             positions.append(at)
@@ -101,12 +80,12 @@ class Rebalance:
                 w = self.checkpoint.witness.get(tp)
                 if w is None or s.offset > w.offset:
                     self.checkpoint.witness[tp] = s
-        self.models.update(loaded)
+        self.ctx.models.update(loaded)
         # Never Kafka's committed offset: it can be ahead of what Redis holds (a lost first
         # checkpoint), and what lies between would be skipped unlearned. A partition with no
         # registered model is read from its start; the stamps and origins skip what is learned.
         target = min(positions) if positions else begin
-        self.assignment.seek(tp, target)
+        self.ctx.assignment.seek(tp, target)
         logger.info(
             "assigned %s[%d]: %d models, seek to %d", tp.topic, tp.partition, len(loaded), target
         )

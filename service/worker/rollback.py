@@ -16,42 +16,22 @@ from __future__ import annotations
 import logging
 
 from service.store.checkpoints import HistoryEntry, Stamp, StoredState
-from service.worker.assignment import Assignment
-from service.worker.deadletter import DeadLetters
+from service.worker.context import WorkerContext
 from service.worker.divergence import stamp_is_void
 from service.worker.events import Event
-from service.worker.ports import Log, ModelStore, Record, TopicPartition
+from service.worker.ports import Record, TopicPartition
 from service.worker.runtime import ModelRuntime
-from service.worker.telemetry import WorkerStats
 
 logger = logging.getLogger(__name__)
 
 
 class Rollback:
-    def __init__(
-        self,
-        *,
-        store: ModelStore,
-        log: Log,
-        assignment: Assignment,
-        models: dict[str, ModelRuntime],
-        stats: WorkerStats,
-        deadletters: DeadLetters,
-        history_keep: int,
-        seen_keep: int,
-    ) -> None:
-        self.store = store
-        self.log = log
-        self.assignment = assignment
-        self.models = models
-        self.stats = stats
-        self.deadletters = deadletters
-        self.history_keep = history_keep
-        self.seen_keep = seen_keep
+    def __init__(self, ctx: WorkerContext) -> None:
+        self.ctx = ctx
 
     async def handle(self, tp: TopicPartition, rec: Record, ev: Event, rt: ModelRuntime) -> None:
         """Apply, skip or refuse (dead-letter) one rollback event of ``rt``'s model."""
-        st = self.stats
+        st = self.ctx.stats
         here = Stamp(tp.partition, rec.offset, ev.id)
         if rt.covers(tp.partition, rec.offset):
             st.skipped += 1
@@ -64,12 +44,12 @@ class Rollback:
             return
         assert ev.version is not None
         version = ev.version
-        entry = await self.store.history_entry(rt.model, version)
+        entry = await self.ctx.store.history_entry(rt.model, version)
         reason = await self._refusal(tp, rec, rt, version, entry)
         restored = None
         if reason is None:
             assert entry is not None and entry.counters is not None
-            seen = await self.store.seen_upto(rt.model, entry.counters.applied)
+            seen = await self.ctx.store.seen_upto(rt.model, entry.counters.applied)
             stored = StoredState(
                 rt.model,
                 entry.state,
@@ -80,22 +60,25 @@ class Rollback:
                 token=rt.token,
             )
             try:
-                restored = ModelRuntime.create(rt.spec, stored, seen, seen_keep=self.seen_keep)
+                restored = ModelRuntime.create(
+                    rt.spec, stored, seen, seen_keep=self.ctx.settings.seen_ids_keep
+                )
             except (ValueError, TypeError, KeyError) as exc:
                 reason = f"model {rt.model!r}: checkpoint version {version} cannot be loaded: {exc}"
         if restored is None or entry is None:
             # refused: decided once (barrier), stamped, counters untouched
             rt.pass_over(here, barrier=True)
             st.rejected += 1
-            await self.deadletters.send(rec, reason or "rollback refused")
+            await self.ctx.deadletters.send(rec, reason or "rollback refused")
             return
         restored.barrier = here
         restored.rewind = True  # the next write moves the stamp backwards on purpose
         restored.unsee_above = entry.counters.applied if entry.counters else None
         restored.dirty = True
-        self.models[rt.model] = restored
+        self.ctx.models[rt.model] = restored
         target = entry.stamp.offset + 1
-        self.assignment.seek(tp, target)  # process_batch drops the rest of this partition's batch
+        # process_batch drops the rest of this partition's batch
+        self.ctx.assignment.seek(tp, target)
         logger.warning(
             "model %r rolled back to version %d (event %r at %s[%d]@%d); re-learning from %d",
             rt.model,
@@ -118,7 +101,8 @@ class Rollback:
         """Why version ``version`` cannot be restored here, or None when it can."""
         head = f"model {rt.model!r}: cannot roll back to version {version}"
         if entry is None:
-            return f"{head}: it is not among the last {self.history_keep} checkpoints kept"
+            kept = self.ctx.settings.history_keep
+            return f"{head}: it is not among the last {kept} checkpoints kept"
         if entry.counters is None:
             return f"{head}: the checkpoint predates rollback support (no counters kept)"
         s = entry.stamp
@@ -128,11 +112,11 @@ class Rollback:
             )
         if s.offset >= rec.offset:
             return f"{head}: its stamp (offset {s.offset}) is not before the rollback event"
-        begin = await self.log.beginning_offset(tp)
+        begin = await self.ctx.log.beginning_offset(tp)
         if s.offset + 1 < begin:
             return (
                 f"{head}: the events after its stamp are no longer in the log (starts at {begin})"
             )
-        if await stamp_is_void(self.log, tp, s):
+        if await stamp_is_void(self.ctx.log, tp, s):
             return f"{head}: its stamp belongs to an earlier log (the log was reset)"
         return None

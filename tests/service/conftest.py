@@ -9,13 +9,14 @@ Fixtures: ``worker_settings`` (function scope: fresh topics/group/prefix via
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,16 @@ class WorkerProcess:
                 stderr=subprocess.STDOUT,
             )
         self.incarnation += 1
+
+    @contextlib.contextmanager
+    def running(self, **env: str) -> Iterator[WorkerProcess]:
+        """Started here and killed on the way out, whatever the test raised (a no-op after
+        a clean ``stop``)."""
+        self.start(**env)
+        try:
+            yield self
+        finally:
+            self.kill()
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -4,7 +4,8 @@ replies and the same exception types as redis-py, reconnects, timeouts, order of
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from redis.asyncio import Redis
@@ -31,10 +32,20 @@ def pipe_for(url: str, timeout: float = 2.0) -> RedisPipe:
     return RedisPipe(url, socket_timeout=timeout, connect_timeout=1.0)
 
 
+@contextlib.asynccontextmanager
+async def pipe_and_client(url: str) -> AsyncIterator[tuple[RedisPipe, Redis]]:
+    """A pipe and a redis-py client of ``url``, both closed on the way out."""
+    pipe, client = pipe_for(url), Redis.from_url(url)
+    try:
+        yield pipe, client
+    finally:
+        pipe.close()
+        await client.aclose()
+
+
 def test_replies_match_redis_py(server) -> None:  # type: ignore[no-untyped-def]
     async def go() -> None:
-        pipe, client = pipe_for(server.url), Redis.from_url(server.url)
-        try:
+        async with pipe_and_client(server.url) as (pipe, client):
             script = "return {ARGV[1], tonumber(ARGV[2]), false, {ARGV[1]}}"
             sha = await client.script_load(script)
             assert await pipe.call("SET", "k", b"\x00v\r\n") == b"OK"  # raw reply
@@ -49,23 +60,15 @@ def test_replies_match_redis_py(server) -> None:  # type: ignore[no-untyped-def]
             # Concurrent calls on the one connection get their own replies, in order.
             values = await asyncio.gather(*(pipe.call("ECHO", str(i)) for i in range(200)))
             assert values == [str(i).encode() for i in range(200)]
-        finally:
-            pipe.close()
-            await client.aclose()
 
     asyncio.run(go())
 
 
 def test_database_number_from_the_url(server) -> None:  # type: ignore[no-untyped-def]
     async def go() -> None:
-        pipe = pipe_for(server.url.rsplit("/", 1)[0] + "/3")
-        client = Redis.from_url(server.url.rsplit("/", 1)[0] + "/3")
-        try:
+        async with pipe_and_client(server.url.rsplit("/", 1)[0] + "/3") as (pipe, client):
             await pipe.call("SET", "in-db-3", "yes")
             assert await client.get("in-db-3") == b"yes"
-        finally:
-            pipe.close()
-            await client.aclose()
 
     asyncio.run(go())
 

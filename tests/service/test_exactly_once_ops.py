@@ -106,9 +106,7 @@ def test_model_events_on_another_partition_are_dead_lettered_not_replayed(
     st = make_settings(**FAST, seen_ids_keep=SMALL_WINDOW)
     model = "moved"
     keys, spec = _registered(redis_client, st, model)
-    worker = WorkerProcess(st, "w", tmp_path)
-    worker.start()
-    try:
+    with WorkerProcess(st, "w", tmp_path).running() as worker:
         before = run(produce_at(st, examples(model, 3, 200, seed=143, tag="before")))
         home = before[0][0]
         wait_committed(st, ends_of(before), "the events on the model's first partition")
@@ -122,8 +120,6 @@ def test_model_events_on_another_partition_are_dead_lettered_not_replayed(
         tail = run(produce_at(st, examples(model, 3, 5, seed=145, tag="tail"), home))
         wait_committed(st, ends_of(before, after, tail), "the events after the restart")
         assert worker.stop() == 0
-    finally:
-        worker.kill()
     ref = replay({model: spec}, before + tail)
     problems = mismatches(redis_client, keys, model, ref[model])
     letters = [json.loads(v) for _, _, _, v in run(read_topic(st, st.deadletter_topic))]
@@ -140,9 +136,7 @@ def _truncate_and_restart(
     """Learn 300 events, stop the worker, restart the memory broker (the log is gone),
     re-produce the first 200 (same ids at the same offsets) and 5 new ones, restart the
     worker; returns the old records, the new log and the broker now running."""
-    worker = WorkerProcess(st, "w", tmp_path)
-    worker.start()
-    try:
+    with WorkerProcess(st, "w", tmp_path).running() as worker:
         old = run(produce_at(st, examples(model, 3, 300, seed=146, tag="old")))
         wait_committed(st, ends_of(old), "the events before the truncation")
         assert worker.stop() == 0
@@ -156,8 +150,6 @@ def _truncate_and_restart(
         worker.start()
         wait_committed(st, ends_of(relog), "the rewritten log")
         assert worker.stop() == 0
-    finally:
-        worker.kill()
     return old, relog, broker
 
 
@@ -233,9 +225,7 @@ def test_truncated_log_new_records_are_learned_by_a_running_worker(
     st = make_settings(**FAST, worker_metrics_port=metrics_port)
     model = "cut-live"
     keys, spec = _registered(redis_client, st, model)
-    worker = WorkerProcess(st, "w", tmp_path)
-    worker.start()
-    try:
+    with WorkerProcess(st, "w", tmp_path).running() as worker:
         old = run(produce_at(st, examples(model, 3, 300, seed=148, tag="old")))
         wait_committed(st, ends_of(old), "the events before the truncation")
         run(recreate_topic(st))
@@ -248,8 +238,6 @@ def test_truncated_log_new_records_are_learned_by_a_running_worker(
         wait_committed(st, ends_of(relog), "the rewritten log")
         counts = worker_records(metrics_port)
         assert worker.stop() == 0  # its final checkpoint holds whatever it learned
-    finally:
-        worker.kill()
     joins = worker.log_text().count("Setting newly assigned partitions")
     assert joins == 1, f"the worker rejoined its group {joins - 1} times: not this case"
     ref = replay({model: spec}, old + relog)
@@ -274,9 +262,7 @@ def test_a_restart_under_a_hundred_void_stamps_settles_in_one_assignment(
         keys = Keys(st.key_prefix)
         for model in models:
             register(redis_client, keys, _spec(model))
-        worker = WorkerProcess(st, "w", tmp_path)
-        worker.start()
-        try:
+        with WorkerProcess(st, "w", tmp_path).running() as worker:
             before = [e for m in models for e in examples(m, 3, 2, seed=152, tag="before")]
             wait_committed(st, ends_of(run(produce_at(st, before))), "the first events")
             assert worker.stop() == 0
@@ -289,8 +275,6 @@ def test_a_restart_under_a_hundred_void_stamps_settles_in_one_assignment(
             wait_committed(st, ends_of(run(produce_at(st, after))), "the events after")
             settled = time.monotonic() - started
             assert worker.stop() == 0
-        finally:
-            worker.kill()
     finally:
         broker.stop()
     restarted = worker.logs[-1].read_text(errors="replace")
@@ -311,9 +295,7 @@ def test_lost_first_checkpoint_is_relearned_not_skipped(
     st = make_settings(**FAST)
     model = "amnesia"
     keys, spec = _registered(redis_client, st, model)
-    worker = WorkerProcess(st, "w", tmp_path)
-    worker.start()
-    try:
+    with WorkerProcess(st, "w", tmp_path).running() as worker:
         first = run(produce_at(st, examples(model, 3, 100, seed=150, tag="first")))
         wait_committed(st, ends_of(first), "the first checkpoint and its offset commit")
         assert worker.stop() == 0
@@ -326,8 +308,6 @@ def test_lost_first_checkpoint_is_relearned_not_skipped(
         more = run(produce_at(st, examples(model, 3, 5, seed=151, tag="more")))
         wait_committed(st, ends_of(first, more), "the events after the restart")
         assert worker.stop() == 0
-    finally:
-        worker.kill()
     ref = replay({model: spec}, first + more)
     problems = mismatches(redis_client, keys, model, ref[model])
     assert_exact(problems)
@@ -344,9 +324,7 @@ def test_an_id_resent_past_the_dedupe_window_is_counted_not_silent(
     st = make_settings(**FAST, seen_ids_keep=5, worker_metrics_port=port)
     model = "window"
     keys, _ = _registered(redis_client, st, model)
-    worker = WorkerProcess(st, "w", tmp_path)
-    worker.start()
-    try:
+    with WorkerProcess(st, "w", tmp_path).running() as worker:
         first = examples(model, 3, 10, seed=150, tag="w")
         sent = run(produce_at(st, first))
         wait_committed(st, ends_of(sent), "ten events")
@@ -357,8 +335,6 @@ def test_an_id_resent_past_the_dedupe_window_is_counted_not_silent(
         seconds = worker_metric(port, "onlinepredict_dedupe_horizon_seconds{")
         evicted = worker_metric(port, "onlinepredict_dedupe_evicted_total{")
         assert worker.stop() == 0
-    finally:
-        worker.kill()
     h = redis_client.hgetall(keys.state(model))
     problems = []
     if (int(h[b"applied"]), int(h[b"duplicate"])) != (11, 1):
