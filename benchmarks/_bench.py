@@ -173,3 +173,15 @@ async def produce(
     finally:
         await producer.stop()
     return time.perf_counter() - t0
+
+
+def linear_rows(n: int, dim: int, seed: int) -> tuple[list[list[float]], list[float]]:
+    """n rows of a seeded linear regression stream, y = x.w + noise, x ~ N(0, I/dim),
+    rounded to 6 decimals (the benchmarks' events)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=dim)
+    X = np.round(rng.normal(size=(n, dim)) / np.sqrt(dim), 6)
+    y = np.round(X @ w + 0.1 * rng.normal(size=n), 6)
+    return X.tolist(), y.tolist()

@@ -45,7 +45,7 @@ from typing import Any
 
 import _bench  # before numpy: pins BLAS threads
 import numpy as np
-from _bench import RESULTS, ROOT, markdown_table, process_cpu_s, produce, write
+from _bench import RESULTS, ROOT, linear_rows, markdown_table, process_cpu_s, produce, write
 
 PARTITIONS = 8
 N_MODELS = 200
@@ -182,12 +182,9 @@ def scale_records(n: int, seed: int) -> list[tuple[bytes, bytes]]:
     """n (key, value) records round-robin over N_MODELS pa models: y = x.w + noise."""
     from clients.producer import encode_event, make_event
 
-    rng = np.random.default_rng(seed)
-    w = rng.normal(size=DIM)
-    X = np.round(rng.normal(size=(n, DIM)) / np.sqrt(DIM), 6)
-    y = np.round(X @ w + 0.1 * rng.normal(size=n), 6)
+    X, y = linear_rows(n, DIM, seed)
     out = []
-    for i, (x, v) in enumerate(zip(X.tolist(), y.tolist(), strict=True)):
+    for i, (x, v) in enumerate(zip(X, y, strict=True)):
         m = f"m{i % N_MODELS}"
         out.append((m.encode(), encode_event(make_event(m, x, v, id=f"e{i}", ts=0.0))))
     return out

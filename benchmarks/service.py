@@ -30,7 +30,7 @@ from typing import Any
 
 import _bench  # before numpy: pins BLAS threads
 import numpy as np
-from _bench import RESULTS, ROOT, markdown_table, process_cpu_s, produce, write
+from _bench import RESULTS, ROOT, linear_rows, markdown_table, process_cpu_s, produce, write
 
 DIM = 20
 N_MODELS = 100
@@ -76,12 +76,9 @@ def settings_env(settings, worker_id: str) -> dict[str, str]:  # type: ignore[no
 # ---- events --------------------------------------------------------------------------------
 def events(models: list[str], n: int, seed: int) -> list[tuple[bytes, bytes]]:
     """n (key, value) records, round-robin over ``models``: y = x.w + noise, x ~ N(0, I/d)."""
-    rng = np.random.default_rng(seed)
-    w = rng.normal(size=DIM)
-    X = np.round(rng.normal(size=(n, DIM)) / np.sqrt(DIM), 6)
-    y = np.round(X @ w + 0.1 * rng.normal(size=n), 6)
+    X, y = linear_rows(n, DIM, seed)
     out = []
-    for i, (x, v) in enumerate(zip(X.tolist(), y.tolist(), strict=True)):
+    for i, (x, v) in enumerate(zip(X, y, strict=True)):
         m = models[i % len(models)]
         body = {"model": m, "id": f"e{i}", "x": x, "y": v}
         out.append((m.encode(), json.dumps(body, separators=(",", ":")).encode()))

@@ -152,22 +152,15 @@ def cluster_client(redis_cluster: Any) -> Iterator[RedisCluster]:
     yield RedisCluster.from_url(redis_cluster.url)
 
 
-async def test_every_script_keeps_its_keys_in_one_slot_on_a_cluster(
-    cluster_client: RedisCluster, key_prefix: str
+@pytest.mark.parametrize("mode", ["cluster", "standalone"])
+async def test_every_script_keeps_its_keys_in_one_slot(
+    mode: str, request: pytest.FixtureRequest, key_prefix: str
 ) -> None:
-    keys = Keys(f"{key_prefix}slots-{uuid.uuid4().hex[:6]}:")
-    recorder = Recorder(cluster_client)
-    try:
-        await _exercise(cluster_client, keys)
-    finally:
-        await cluster_client.aclose()
-    _check(recorder)
-
-
-async def test_every_script_keeps_its_keys_in_one_slot_on_one_server(
-    redis_url: str, key_prefix: str
-) -> None:
-    client = Redis.from_url(redis_url)
+    client: Redis | RedisCluster = (
+        request.getfixturevalue("cluster_client")
+        if mode == "cluster"
+        else Redis.from_url(request.getfixturevalue("redis_url"))
+    )
     keys = Keys(f"{key_prefix}slots-{uuid.uuid4().hex[:6]}:")
     recorder = Recorder(client)
     try:
