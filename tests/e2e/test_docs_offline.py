@@ -34,7 +34,9 @@ LAST_DRAWN = {
 }
 # the text of an operation's path, as each UI renders it
 PROBES = {
-    "/docs": "[...document.querySelectorAll('.opblock-summary-path')].map(e => e.textContent)",
+    # a deprecated operation's path has its own class (/v1/models/{id}/figures)
+    "/docs": "[...document.querySelectorAll("
+    "'.opblock-summary-path, .opblock-summary-path__deprecated')].map(e => e.textContent)",
     "/redoc": "[...document.querySelectorAll('[data-section-id^=\"operation/\"]')]"
     ".map(e => e.textContent)",
 }
