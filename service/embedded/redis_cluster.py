@@ -19,9 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
-import signal
 import socket
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -32,6 +30,7 @@ from redis.cluster import key_slot
 from service.embedded.stack import (
     START_TIMEOUT_S,
     EmbeddedError,
+    EmbeddedProcess,
     _spawn,
     _wait,
     free_port,
@@ -48,32 +47,17 @@ BOGUS_AUTH = "onlinepredict-cut-replication"  # a masterauth no master accepts
 
 
 @dataclass
-class ClusterNode:
-    """One ``redis-server`` of the cluster. ``role`` is as of the last :meth:`refresh`."""
+class ClusterNode(EmbeddedProcess):
+    """One ``redis-server`` of the cluster (started, stopped and killed as any embedded
+    server). ``role`` is as of the last :meth:`RedisClusterServer.refresh`."""
 
-    host: str
-    port: int
-    proc: subprocess.Popen[bytes]
-    workdir: str
     node_id: str = ""
     role: str = "master"
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def running(self) -> bool:
-        return self.proc.poll() is None
 
     def client(self, timeout: float = 2.0) -> redis_lib.Redis:
         return redis_lib.Redis(
             host=self.host, port=self.port, socket_timeout=timeout, socket_connect_timeout=timeout
         )
-
-    def kill(self) -> None:
-        if self.running():
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
 
 
 @dataclass
@@ -172,17 +156,10 @@ class RedisClusterServer:
             return False
 
     def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM every node, SIGKILL what lingers; idempotent."""
+        """Stop every node (SIGTERM, SIGKILL what lingers) and remove their directories;
+        idempotent."""
         for node in self.nodes:
-            if node.running():
-                with contextlib.suppress(ProcessLookupError):
-                    node.proc.send_signal(signal.SIGTERM)
-        for node in self.nodes:
-            try:
-                node.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                node.proc.kill()
-                node.proc.wait(timeout)
+            node.stop(timeout)
         for path in self._dirs:
             shutil.rmtree(path, ignore_errors=True)
         self._dirs.clear()
@@ -283,7 +260,8 @@ def start_redis_cluster(
                 "--logfile", log,
             ]  # fmt: skip
             proc = _spawn(cmd)
-            nodes.append(ClusterNode(host, port, proc, workdir))
+            url = f"redis://{host}:{port}/0"
+            nodes.append(ClusterNode(f"redis {port}", host, port, proc, url, workdir))
         for node in nodes:
             _wait(node.proc, lambda n=node: redis_answers(host, n.port), f"redis {node.port}",
                   timeout)  # fmt: skip
@@ -314,7 +292,7 @@ def start_redis_cluster(
     except BaseException:
         server.stop()
         raise
-    server.url = f"redis://{host}:{primaries[0].port}/0"
+    server.url = primaries[0].url
     logger.info(
         "started a Redis Cluster of %d masters and %d replicas on ports %s",
         masters,
