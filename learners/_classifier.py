@@ -12,6 +12,12 @@ Stable API (other modules, e.g. quantifiers, build on it):
   ``Prediction`` (``value`` = -1/+1, ``scores = {"margin": m}``), the round / mistake /
   update counters and the public batch scorer :meth:`BinaryClassifier.decision_function`.
 
+Class probabilities (``predict_proba``, docs/probabilities.md): ``_predict_proba`` gives
+``{-1: 1 - p, 1: p}`` with ``p = _proba_plus(x, m)``. A model with its own uncertainty
+overrides ``_proba_plus`` (AROW and CW: :func:`gaussian_proba_plus`); the others derive from
+:class:`ProbitCalibrated`, an online probit calibration of the margin updated in ``learn``
+through the ``_calibrate(y, m)`` hook (a no-op otherwise).
+
 Step diagnostics common to every binary classifier: ``score`` (m), ``margin`` (y*m),
 ``hinge`` (max(0, 1 - y*m)), ``mistake`` (1.0 if y*m <= 0, Theorem 2's definition, which
 also counts a tie m = 0 as a mistake) and ``update``. ``StepReport.loss`` is the 0-1 loss
@@ -39,6 +45,64 @@ def mean_and_covariance_size(dim: int, full: bool, k: int = 1) -> StateSize:
     return StateSize.of(
         *(terms or [(16, f"{per}d", k * dim)]), where="" if k == 1 else f"k = {k} classes"
     )
+
+
+_SQRT2 = math.sqrt(2.0)
+_SQRT2PI = math.sqrt(2.0 * math.pi)
+
+
+def normal_cdf(z: float) -> float:
+    """Phi(z), the standard normal CDF, accurate in both tails (through erfc)."""
+    return 0.5 * math.erfc(-z / _SQRT2)
+
+
+def gaussian_proba_plus(m: float, v: float) -> float:
+    """P(y = +1) = Phi(m / sqrt(1 + v)) when the score w . x is N(m, v) under the weights'
+    Gaussian and the label is sign(w . x + noise), noise N(0, 1) (docs/probabilities.md)."""
+    return normal_cdf(m / math.sqrt(1.0 + v))
+
+
+def binary_proba(p: float) -> dict[Any, float]:
+    """``{-1: 1 - p, +1: p}``: the class probabilities of a binary classifier."""
+    return {-1: 1.0 - p, 1: p}
+
+
+_normal_cdf_array = np.frompyfunc(normal_cdf, 1, 1)
+#: half-width (in standard deviations) and steps per smallest deviation of the quadrature
+_QUAD_HALF_WIDTH = 8.5
+_QUAD_STEPS = 4.0
+
+
+def gaussian_argmax_proba(means: np.ndarray, variances: np.ndarray) -> np.ndarray:
+    """P(class k has the largest score) for independent class scores N(m_k, v_k + 1/2):
+    E_z prod_{j != k} Phi((m_k + s_k z - m_j) / s_j), z ~ N(0, 1), by the trapezoid rule on
+    z in [-8.5, 8.5] with a step fine enough for the steepest factor (exponentially
+    accurate for these smooth integrands), normalised to sum 1. Two classes give
+    Phi((m_1 - m_0) / sqrt(1 + v_0 + v_1)), the binary :func:`gaussian_proba_plus`
+    (docs/probabilities.md)."""
+    s = np.sqrt(np.maximum(variances, 0.0) + 0.5)
+    k = means.shape[0]
+    out = np.empty(k)
+    for i in range(k):
+        others = np.arange(k) != i
+        # a step fine for the Gaussian weight and for the steepest factor Phi(. / s_j)
+        step = min(1.0, float(np.min(s[others])) / float(s[i])) / _QUAD_STEPS
+        n = 2 * math.ceil(_QUAD_HALF_WIDTH / step) + 1
+        z = np.linspace(-_QUAD_HALF_WIDTH, _QUAD_HALF_WIDTH, n)
+        arg = (means[i] + s[i] * z[:, None] - means[None, others]) / s[None, others]
+        integrand = np.exp(-0.5 * z * z) * np.prod(
+            _normal_cdf_array(arg).astype(np.float64), axis=1
+        )
+        out[i] = float(np.sum(integrand) * (z[1] - z[0])) / _SQRT2PI
+    return out / out.sum()
+
+
+def inverse_mills(t: float) -> float:
+    """phi(t) / Phi(t), with its asymptotic series where Phi(t) would underflow."""
+    if t > -30.0:
+        return math.exp(-0.5 * t * t) / _SQRT2PI / normal_cdf(t)
+    u = 1.0 / (t * t)  # Phi(t) ~ phi(t) / (-t) (1 - 1/t^2 + 3/t^4)
+    return -t / (1.0 - u + 3.0 * u * u)
 
 
 def to_pm1(y: Any) -> float:
@@ -100,6 +164,13 @@ class BinaryClassifier(Learner):
     def _scores_many(self, X: np.ndarray) -> np.ndarray:
         return np.array([self._score(x) for x in X], dtype=np.float64)
 
+    def _proba_plus(self, x: np.ndarray, m: float) -> float:
+        """P(y = +1 | x) given the score ``m`` of ``x``; pure."""
+        raise NotImplementedError
+
+    def _calibrate(self, y: float, m: float) -> None:
+        """Called by ``learn`` with the label and the pre-update score (no-op here)."""
+
     # ---- the contract ---------------------------------------------------------------------
     def _check_y(self, y: Any) -> Any:
         return to_pm1(y)
@@ -107,6 +178,9 @@ class BinaryClassifier(Learner):
     def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
         m = self._score(x)
         return Prediction(sign_label(m), {"margin": m})
+
+    def _predict_proba(self, x: np.ndarray, hint: float | None) -> dict[Any, float]:
+        return binary_proba(self._proba_plus(x, self._score(x)))
 
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
         m = self._score(x)
@@ -120,6 +194,7 @@ class BinaryClassifier(Learner):
             "mistake": float(mistake),
         }
         diagnostics.update(self._update(x, y, m))
+        self._calibrate(y, m)
         self.t_ += 1
         self.n_mistakes_ += int(mistake)
         self.n_updates_ += int(diagnostics.get("update", 0.0) > 0.0)
@@ -159,7 +234,48 @@ class BinaryClassifier(Learner):
         return [float("nan"), float("inf"), "1", None, 2, 0.5, -2.0, [1]]
 
 
-class LinearClassifier(BinaryClassifier):
+class ProbitCalibrated(BinaryClassifier):
+    """A :class:`BinaryClassifier` whose probabilities come from an online probit calibration
+    of its margin: p(y = +1) = Phi(a m + b) with (a, b) ~ N(calib_mean, calib_cov), a
+    Bayesian probit regression on (m, 1) updated by assumed-density filtering on each
+    labelled round's pre-update margin (docs/probabilities.md). The prior a ~ N(1, 1),
+    b ~ N(0, 1) starts at Phi(m / sqrt(2 + m^2)), never surer than Phi(1) = 0.84 before any
+    label. State: ``calib_a_``, ``calib_b_`` (the mean) and ``calib_vaa_``, ``calib_vab_``,
+    ``calib_vbb_`` (the covariance); a checkpoint without them loads with the prior."""
+
+    def _init_params(self, dim: int, params: dict[str, Any]) -> None:
+        super()._init_params(dim, params)
+        self.calib_a_ = 1.0
+        self.calib_b_ = 0.0
+        self.calib_vaa_ = 1.0
+        self.calib_vab_ = 0.0
+        self.calib_vbb_ = 1.0
+
+    def _proba_plus(self, x: np.ndarray, m: float) -> float:
+        mean = self.calib_a_ * m + self.calib_b_
+        var = (self.calib_vaa_ * m + 2.0 * self.calib_vab_) * m + self.calib_vbb_
+        return normal_cdf(mean / math.sqrt(1.0 + max(0.0, var)))
+
+    def _calibrate(self, y: float, m: float) -> None:
+        # ADF for a probit likelihood Phi(y (a m + b)) with z = (m, 1): the Gaussian
+        # closest in KL to prior x likelihood (the update of Bayesian online probit models)
+        vaa, vab, vbb = self.calib_vaa_, self.calib_vab_, self.calib_vbb_
+        sa, sb = vaa * m + vab, vab * m + vbb  # Sigma z
+        s2 = 1.0 + max(0.0, sa * m + sb)  # 1 + z' Sigma z
+        s = math.sqrt(s2)
+        t = y * (self.calib_a_ * m + self.calib_b_) / s
+        lam = inverse_mills(t)
+        delta = min(1.0, max(0.0, lam * (lam + t)))  # in (0, 1): keeps Sigma positive
+        step = y * lam / s
+        self.calib_a_ += step * sa
+        self.calib_b_ += step * sb
+        shrink = delta / s2
+        self.calib_vaa_ = vaa - shrink * sa * sa
+        self.calib_vab_ = vab - shrink * sa * sb
+        self.calib_vbb_ = vbb - shrink * sb * sb
+
+
+class LinearClassifier(ProbitCalibrated):
     """A :class:`BinaryClassifier` whose learned state is one weight vector ``w_`` (zero at
     the start) and whose score is ``m = w . x`` (``perceptron``, ``pa-classifier``):
     subclasses implement ``_update``."""

@@ -16,7 +16,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from learners._classifier import BinaryClassifier, mean_and_covariance_size, sign_label
+from learners._classifier import (
+    BinaryClassifier,
+    gaussian_argmax_proba,
+    gaussian_proba_plus,
+    mean_and_covariance_size,
+    sign_label,
+)
 from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options, Predicate
 from learners.base import Learner, Prediction, StateSize, StepReport, numbers_real, readonly
 
@@ -233,6 +239,18 @@ class AROW(BinaryClassifier):
 
     def _scores_many(self, X: np.ndarray) -> np.ndarray:
         return X @ self.mu_.T
+
+    def _proba_plus(self, x: np.ndarray, m: float) -> float:
+        # the weights' own Gaussian: the score is N(m, x' Sigma x) (docs/probabilities.md)
+        return gaussian_proba_plus(m, max(0.0, float(x @ covariance_times(self.Sigma_, x))))
+
+    def _predict_proba(self, x: np.ndarray, hint: float | None) -> dict[Any, float]:
+        if self._index is None:
+            return super()._predict_proba(x, hint)
+        assert self.classes is not None
+        v = np.array([float(x @ covariance_times(cov, x)) for cov in self.Sigma_])
+        p = gaussian_argmax_proba(self.mu_ @ x, v)
+        return {c: float(q) for c, q in zip(self.classes, p, strict=True)}
 
     def _update(self, x: np.ndarray, y: float, m: float) -> dict[str, float]:
         sx = covariance_times(self.Sigma_, x)  # from the OLD Sigma (§15.6)

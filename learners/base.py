@@ -314,6 +314,42 @@ class Learner:
         predict = self._predict
         return [predict(x, h) for x, h in zip(rows, hs, strict=True)]
 
+    def predict_proba(self, x: Any, *, hint: float | None = None) -> dict[Any, float]:
+        """Classifiers: the probability of each class for ``x`` (river's
+        ``predict_proba_one``), keyed by the labels ``predict`` answers, summing to 1; changes
+        nothing (docs/probabilities.md). A regressor raises ``TypeError``."""
+        self._require_classifier()
+        return self._predict_proba(self._check_x(x), self._check_hint(hint))
+
+    def predict_proba_many(
+        self, X: Any, *, hints: Sequence[float | None] | None = None
+    ) -> list[dict[Any, float]]:
+        """``predict_proba`` on each row (the same dicts), the rows validated as one matrix
+        as in ``predict_many``; a bad row raises before any probability is computed."""
+        self._require_classifier()
+        rows = self._check_rows(X)
+        hs: list[float | None] = (
+            [None] * len(rows) if hints is None else [self._check_hint(h) for h in hints]
+        )
+        if len(rows) != len(hs):
+            raise ValueError("X and hints must have the same length")
+        return self._predict_proba_rows(rows, hs)
+
+    def _require_classifier(self) -> None:
+        if self.task != "classification":
+            raise TypeError(f"{self.kind} is a regressor: it gives no class probabilities")
+
+    def _predict_proba(self, x: np.ndarray, hint: float | None) -> dict[Any, float]:
+        raise NotImplementedError
+
+    def _predict_proba_rows(
+        self, rows: list[np.ndarray], hints: list[float | None]
+    ) -> list[dict[Any, float]]:
+        """``_predict_proba`` on checked rows; a learner with a per-batch cost (a refit)
+        overrides it to pay that cost once."""
+        proba = self._predict_proba
+        return [proba(x, h) for x, h in zip(rows, hints, strict=True)]
+
     def learn(self, x: Any, y: Any, *, hint: float | None = None) -> StepReport:
         """One round of the online protocol: predict, score against ``y``, update."""
         xv = self._check_x(x)

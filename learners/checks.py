@@ -190,6 +190,34 @@ def check_predict_many_equals_loop(cls: type[Learner], params: dict[str, Any]) -
         assert _same_output(p.value, pm.value) and p.scores == pm.scores
 
 
+def check_predict_proba(cls: type[Learner], params: dict[str, Any]) -> None:
+    """Classifiers: one probability per class (the labels ``predict`` answers), each in
+    [0, 1], summing to 1; pure; ``predict_proba_many`` equals the loop."""
+    learner, X, y = _fresh(cls, params, WARMUP)
+    learner.learn_many(X[: WARMUP // 2], y[: WARMUP // 2])
+    before = encode_state(learner.state())
+    rest = X[WARMUP // 2 :]
+    many = learner.predict_proba_many(rest)
+    for x, pm in zip(rest, many, strict=True):
+        proba = learner.predict_proba(x)
+        assert proba == pm, f"predict_proba_many {pm} != predict_proba {proba}"
+        assert learner.predict(x).value in proba, f"{learner.predict(x).value!r} not in {proba}"
+        assert all(0.0 <= p <= 1.0 for p in proba.values()), proba
+        assert math.isclose(sum(proba.values()), 1.0, abs_tol=1e-12), proba
+    assert encode_state(learner.state()) == before, "predict_proba changed the state"
+
+
+def check_regressor_has_no_proba(cls: type[Learner], params: dict[str, Any]) -> None:
+    learner, X, _ = _fresh(cls, params, 2)
+    for call in (partial(learner.predict_proba, X[0]), partial(learner.predict_proba_many, X)):
+        try:
+            call()
+        except TypeError:
+            pass
+        else:
+            raise AssertionError(f"{cls.kind}: a regressor answered predict_proba")
+
+
 CHECKS: tuple[Check, ...] = (
     check_predict_is_pure,
     check_learn_reports_prior_prediction,
@@ -207,3 +235,7 @@ CHECKS: tuple[Check, ...] = (
 def yield_checks(cls: type[Learner]) -> Iterator[Check]:
     """Every generic check that applies to ``cls``."""
     yield from CHECKS
+    if cls.task == "classification":
+        yield check_predict_proba
+    else:
+        yield check_regressor_has_no_proba

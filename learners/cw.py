@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from learners._classifier import MeanAndCovariance
+from learners._classifier import MeanAndCovariance, gaussian_proba_plus
 from learners._constraints import Boolean, Constraint, Interval
 from learners.base import readonly
 
@@ -104,6 +104,11 @@ class CWClassifier(MeanAndCovariance):
 
     def _scores_many(self, X: np.ndarray) -> np.ndarray:
         return X @ self.mu_
+
+    def _proba_plus(self, x: np.ndarray, m: float) -> float:
+        # the weights' own Gaussian N(mu, Sigma): the score is N(m, x' Sigma x)
+        sx = self.Sigma_ * x if self.diagonal else self.Sigma_ @ x
+        return gaussian_proba_plus(m, max(0.0, float(x @ sx)))
 
     def _update(self, x: np.ndarray, y: float, m: float) -> dict[str, float]:
         phi = self._phi

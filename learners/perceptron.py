@@ -29,6 +29,9 @@ class Perceptron(LinearClassifier):
         Weights, start at zero.
     t_, n_mistakes_, n_updates_ : int
         Rounds learned, rounds with y w.x <= 0, rounds that updated (= mistakes).
+    calib_a_, calib_b_, calib_vaa_, calib_vab_, calib_vbb_ : float
+        The online probit calibration of the margin behind ``predict_proba``
+        (docs/probabilities.md).
 
     Examples
     --------

@@ -15,11 +15,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from learners._classifier import MeanAndCovariance
+from learners._classifier import MeanAndCovariance, ProbitCalibrated
 from learners._constraints import Boolean, Constraint, Interval
 
 
-class SecondOrderPerceptron(MeanAndCovariance):
+class SecondOrderPerceptron(ProbitCalibrated, MeanAndCovariance):
     """Second-order perceptron: predicts sign(v' (S + x x')^{-1} x), updates on mistakes.
 
     S = a I + sum of x x' over past mistakes, v = sum of y x over past mistakes. The current
@@ -46,6 +46,9 @@ class SecondOrderPerceptron(MeanAndCovariance):
         The diagonal of S (diagonal form only).
     t_, n_mistakes_, n_updates_ : int
         Rounds learned, rounds with y m <= 0, rounds that updated (= mistakes).
+    calib_a_, calib_b_, calib_vaa_, calib_vab_, calib_vbb_ : float
+        The online probit calibration behind ``predict_proba`` (S is a second-moment
+        matrix of the mistakes, not a posterior covariance; docs/probabilities.md).
 
     Examples
     --------

@@ -220,6 +220,27 @@ class _Quantifier(Learner):
         s = float(self._served() @ self._augment(x))
         return Prediction(1 if s > 0.0 else -1, {"margin": s})
 
+    def _predict_proba(self, x: np.ndarray, hint: float | None) -> dict[Any, float]:
+        return self._predict_proba_rows([x], [hint])[0]
+
+    def _predict_proba_rows(
+        self, rows: list[np.ndarray], hints: list[float | None]
+    ) -> list[dict[Any, float]]:
+        """sigma(a s + b) with the Platt fit of ``calibration()`` (PCC's, fitted once per
+        batch); the class prior while the labelled window lacks a class
+        (docs/probabilities.md)."""
+        cal = self.calibration()
+        w = self._served()
+        out = []
+        for x in rows:
+            if cal is None:
+                p = self._prior()
+            else:
+                z = cal.a * float(w @ self._augment(x)) + cal.b
+                p = 1.0 / (1.0 + math.exp(-z)) if z >= 0.0 else math.exp(z) / (1.0 + math.exp(z))
+            out.append({-1: 1.0 - p, 1: p})
+        return out
+
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
         xb = self._augment(x)
         s = float(self._served() @ xb)

@@ -225,6 +225,10 @@ class TransductiveLogistic(BlockMixin, BinaryClassifier):
         p_plus, p_minus = self._last[1][:2]
         return math.log(p_plus) - math.log(p_minus)
 
+    def _proba_plus(self, x: np.ndarray, m: float) -> float:
+        # the mixture's own predictive probability: m = log p(+1) - log p(-1), so p = sigma(m)
+        return 1.0 / (1.0 + math.exp(-m)) if m >= 0.0 else math.exp(m) / (1.0 + math.exp(m))
+
     def _update(self, x: np.ndarray, y: float, m: float) -> dict[str, float]:
         i = self._find(x)
         assert self._last is not None  # _score ran first (BinaryClassifier._learn)
