@@ -13,10 +13,12 @@ Stable API (other modules, e.g. quantifiers, build on it):
   update counters and the public batch scorer :meth:`BinaryClassifier.decision_function`.
 
 Class probabilities (``predict_proba``, docs/probabilities.md): ``_predict_proba`` gives
-``{-1: 1 - p, 1: p}`` with ``p = _proba_plus(x, m)``. A model with its own uncertainty
-overrides ``_proba_plus`` (AROW and CW: :func:`gaussian_proba_plus`); the others derive from
-:class:`ProbitCalibrated`, an online probit calibration of the margin updated in ``learn``
-through the ``_calibrate(y, m)`` hook (a no-op otherwise).
+``{-1: 1 - p, 1: p}`` with ``p = _proba_plus(x, m)``. A model with its own predictive
+probability overrides ``_proba_plus``; the linear ones derive from :class:`ProbitCalibrated`,
+an online probit calibration of a score updated in ``learn`` through the
+``_calibrate(y, m, diagnostics)`` hook (a no-op otherwise): of the margin m, or for a
+Gaussian over the weights (AROW, CW: :class:`GaussianCalibrated`) of the Gaussian probit's
+argument m / sqrt(1 + x' Sigma x).
 
 Step diagnostics common to every binary classifier: ``score`` (m), ``margin`` (y*m),
 ``hinge`` (max(0, 1 - y*m)), ``mistake`` (1.0 if y*m <= 0, Theorem 2's definition, which
@@ -168,8 +170,9 @@ class BinaryClassifier(Learner):
         """P(y = +1 | x) given the score ``m`` of ``x``; pure."""
         raise NotImplementedError
 
-    def _calibrate(self, y: float, m: float) -> None:
-        """Called by ``learn`` with the label and the pre-update score (no-op here)."""
+    def _calibrate(self, y: float, m: float, diagnostics: dict[str, float]) -> None:
+        """Called by ``learn`` after the update with the label, the pre-update score and
+        the step's diagnostics (no-op here)."""
 
     # ---- the contract ---------------------------------------------------------------------
     def _check_y(self, y: Any) -> Any:
@@ -194,7 +197,7 @@ class BinaryClassifier(Learner):
             "mistake": float(mistake),
         }
         diagnostics.update(self._update(x, y, m))
-        self._calibrate(y, m)
+        self._calibrate(y, m, diagnostics)
         self.t_ += 1
         self.n_mistakes_ += int(mistake)
         self.n_updates_ += int(diagnostics.get("update", 0.0) > 0.0)
@@ -236,10 +239,11 @@ class BinaryClassifier(Learner):
 
 class ProbitCalibrated(BinaryClassifier):
     """A :class:`BinaryClassifier` whose probabilities come from an online probit calibration
-    of its margin: p(y = +1) = Phi(a m + b) with (a, b) ~ N(calib_mean, calib_cov), a
-    Bayesian probit regression on (m, 1) updated by assumed-density filtering on each
-    labelled round's pre-update margin (docs/probabilities.md). The prior a ~ N(1, 1),
-    b ~ N(0, 1) starts at Phi(m / sqrt(2 + m^2)), never surer than Phi(1) = 0.84 before any
+    of a score z (the margin m unless a subclass says otherwise): p(y = +1) = Phi(a z + b)
+    averaged over (a, b) ~ N(mean, cov), i.e. Phi((a z + b) / sqrt(1 + (z, 1) cov (z, 1)')),
+    a Bayesian probit regression on (z, 1) updated by assumed-density filtering on each
+    labelled round's pre-update score (docs/probabilities.md). The prior a ~ N(1, 1),
+    b ~ N(0, 1) starts at Phi(z / sqrt(2 + z^2)), never surer than Phi(1) = 0.84 before any
     label. State: ``calib_a_``, ``calib_b_`` (the mean) and ``calib_vaa_``, ``calib_vab_``,
     ``calib_vbb_`` (the covariance); a checkpoint without them loads with the prior."""
 
@@ -251,14 +255,24 @@ class ProbitCalibrated(BinaryClassifier):
         self.calib_vab_ = 0.0
         self.calib_vbb_ = 1.0
 
+    def _calibration_input(self, x: np.ndarray, m: float) -> float:
+        """The calibrated score z of ``x`` (its margin ``m`` here); pure."""
+        return m
+
+    def _learned_calibration_input(self, m: float, diagnostics: dict[str, float]) -> float:
+        """z of a learned round, from its pre-update margin and the step's diagnostics."""
+        return m
+
     def _proba_plus(self, x: np.ndarray, m: float) -> float:
-        mean = self.calib_a_ * m + self.calib_b_
-        var = (self.calib_vaa_ * m + 2.0 * self.calib_vab_) * m + self.calib_vbb_
+        z = self._calibration_input(x, m)
+        mean = self.calib_a_ * z + self.calib_b_
+        var = (self.calib_vaa_ * z + 2.0 * self.calib_vab_) * z + self.calib_vbb_
         return normal_cdf(mean / math.sqrt(1.0 + max(0.0, var)))
 
-    def _calibrate(self, y: float, m: float) -> None:
-        # ADF for a probit likelihood Phi(y (a m + b)) with z = (m, 1): the Gaussian
-        # closest in KL to prior x likelihood (the update of Bayesian online probit models)
+    def _calibrate(self, y: float, m: float, diagnostics: dict[str, float]) -> None:
+        # ADF for a probit likelihood Phi(y (a z + b)): the Gaussian closest in KL to
+        # prior x likelihood (the update of Bayesian online probit models)
+        m = self._learned_calibration_input(m, diagnostics)
         vaa, vab, vbb = self.calib_vaa_, self.calib_vab_, self.calib_vbb_
         sa, sb = vaa * m + vab, vab * m + vbb  # Sigma z
         s2 = 1.0 + max(0.0, sa * m + sb)  # 1 + z' Sigma z
@@ -273,6 +287,24 @@ class ProbitCalibrated(BinaryClassifier):
         self.calib_vaa_ = vaa - shrink * sa * sa
         self.calib_vab_ = vab - shrink * sa * sb
         self.calib_vbb_ = vbb - shrink * sb * sb
+
+
+class GaussianCalibrated(ProbitCalibrated):
+    """:class:`ProbitCalibrated` for a Gaussian N(mu, Sigma) over the weights (AROW, CW): the
+    score w . x is N(m, v), v = x' Sigma x, and with a unit probit noise p(+1) =
+    Phi(m / sqrt(1 + v)); its argument z = m / sqrt(1 + v) is the calibrated score, so the
+    prior a = 1, b = 0 is that formula, and the calibration learns the noise scale and
+    offset the model's margin units leave open (docs/probabilities.md). Subclasses give
+    ``_variance(x)`` and report the pre-update v as the ``variance`` diagnostic."""
+
+    def _variance(self, x: np.ndarray) -> float:
+        raise NotImplementedError
+
+    def _calibration_input(self, x: np.ndarray, m: float) -> float:
+        return m / math.sqrt(1.0 + max(0.0, self._variance(x)))
+
+    def _learned_calibration_input(self, m: float, diagnostics: dict[str, float]) -> float:
+        return m / math.sqrt(1.0 + max(0.0, diagnostics["variance"]))
 
 
 class LinearClassifier(ProbitCalibrated):

@@ -18,8 +18,8 @@ import numpy as np
 
 from learners._classifier import (
     BinaryClassifier,
+    GaussianCalibrated,
     gaussian_argmax_proba,
-    gaussian_proba_plus,
     mean_and_covariance_size,
     sign_label,
 )
@@ -97,7 +97,7 @@ def _valid_classes(value: Any) -> bool:
     return ok and len({(type(c), c) for c in value}) == len(value)
 
 
-class AROW(BinaryClassifier):
+class AROW(GaussianCalibrated):
     """AROW classifier: Gaussian N(mu, Sigma) over weights, soft margin and confidence terms.
 
     Binary (default): predicts sign(mu . x) (tie -> +1); on a round with y (mu . x) < 1 it
@@ -131,6 +131,10 @@ class AROW(BinaryClassifier):
         Covariance(s), start at I; for a diagonal mode only the diagonal is stored.
     t_, n_mistakes_, n_updates_ : int
         Rounds learned, rounds with y m <= 0, rounds that updated (y m < 1).
+    calib_a_, calib_b_, calib_vaa_, calib_vab_, calib_vbb_ : float
+        Binary: the online probit calibration of z = m / sqrt(1 + x' Sigma x) behind
+        ``predict_proba`` (docs/probabilities.md); unused with ``classes``, whose
+        probabilities are those of the class Gaussians themselves.
 
     Notes
     -----
@@ -240,9 +244,8 @@ class AROW(BinaryClassifier):
     def _scores_many(self, X: np.ndarray) -> np.ndarray:
         return X @ self.mu_.T
 
-    def _proba_plus(self, x: np.ndarray, m: float) -> float:
-        # the weights' own Gaussian: the score is N(m, x' Sigma x) (docs/probabilities.md)
-        return gaussian_proba_plus(m, max(0.0, float(x @ covariance_times(self.Sigma_, x))))
+    def _variance(self, x: np.ndarray) -> float:
+        return float(x @ covariance_times(self.Sigma_, x))  # the score's, under N(mu, Sigma)
 
     def _predict_proba(self, x: np.ndarray, hint: float | None) -> dict[Any, float]:
         if self._index is None:

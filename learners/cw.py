@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from learners._classifier import MeanAndCovariance, gaussian_proba_plus
+from learners._classifier import GaussianCalibrated, MeanAndCovariance
 from learners._constraints import Boolean, Constraint, Interval
 from learners.base import readonly
 
@@ -40,7 +40,7 @@ def cw_variance_step(M: float, V: float, phi: float) -> float:
     return max(0.0, gamma)
 
 
-class CWClassifier(MeanAndCovariance):
+class CWClassifier(GaussianCalibrated, MeanAndCovariance):
     """Confidence-weighted linear classifier, variance form, full or diagonal covariance.
 
     Keeps N(mu, Sigma) over weights (Sigma_0 = I) and predicts sign(mu . x). When the
@@ -64,6 +64,9 @@ class CWClassifier(MeanAndCovariance):
         Covariance (start at I); only its diagonal when ``diagonal``.
     t_, n_mistakes_, n_updates_ : int
         Rounds learned, rounds with y m <= 0, rounds that updated.
+    calib_a_, calib_b_, calib_vaa_, calib_vab_, calib_vbb_ : float
+        The online probit calibration of z = m / sqrt(1 + x' Sigma x) behind
+        ``predict_proba`` (docs/probabilities.md).
 
     Examples
     --------
@@ -105,10 +108,9 @@ class CWClassifier(MeanAndCovariance):
     def _scores_many(self, X: np.ndarray) -> np.ndarray:
         return X @ self.mu_
 
-    def _proba_plus(self, x: np.ndarray, m: float) -> float:
-        # the weights' own Gaussian N(mu, Sigma): the score is N(m, x' Sigma x)
+    def _variance(self, x: np.ndarray) -> float:
         sx = self.Sigma_ * x if self.diagonal else self.Sigma_ @ x
-        return gaussian_proba_plus(m, max(0.0, float(x @ sx)))
+        return float(x @ sx)  # the score's, under N(mu, Sigma)
 
     def _update(self, x: np.ndarray, y: float, m: float) -> dict[str, float]:
         phi = self._phi

@@ -50,19 +50,29 @@ def test_probabilities_sum_to_one_and_lie_in_the_unit_interval(case, seed, n, sc
 
 
 @pytest.mark.parametrize("diagonal", [False, "cov", "prec"])
-def test_arow_probability_is_the_gaussian_probit_of_its_score(diagonal) -> None:  # type: ignore[no-untyped-def]
-    """p(+1) = Phi(mu.x / sqrt(1 + x' Sigma x)), computed here from the dense covariance."""
+def test_arow_probability_is_the_calibrated_gaussian_probit_of_its_score(diagonal) -> None:  # type: ignore[no-untyped-def]
+    """z = mu.x / sqrt(1 + x' Sigma x) (from the dense covariance here), then
+    p(+1) = Phi((a z + b) / sqrt(1 + (z, 1) V (z, 1)')) with the calibration's (a, b), V;
+    with a = 1, b = 0, V = 0 it is the pure Gaussian Phi(mu.x / sqrt(1 + x' Sigma x))."""
     X, y = AROW._test_stream(DIM, 80, 4)
     model = AROW(DIM, diagonal=diagonal, r=0.5)
     model.learn_many(X[:60], y[:60])
+    a, b = model.calib_a_, model.calib_b_
+    V = np.array([[model.calib_vaa_, model.calib_vab_], [model.calib_vab_, model.calib_vbb_]])
+    assert (a, b) != (1.0, 0.0)  # the calibration learned from the 60 labels
+    pure = AROW.from_state(
+        {**model.state(), "calib_a_": 1.0, "calib_b_": 0.0}
+        | {"calib_vaa_": 0.0, "calib_vab_": 0.0, "calib_vbb_": 0.0}
+    )
     for x in X[60:]:
         m = float(np.dot(model.weights, x))
-        v = float(x @ model.covariance @ x)
-        expected = _PHI(m / math.sqrt(1.0 + v))
+        z = m / math.sqrt(1.0 + float(x @ model.covariance @ x))
+        u = np.array([z, 1.0])
+        expected = _PHI((a * z + b) / math.sqrt(1.0 + u @ V @ u))
         proba = model.predict_proba(x)
         assert proba[1] == pytest.approx(expected, rel=1e-12, abs=1e-15)
         assert proba[-1] == pytest.approx(1.0 - expected, rel=1e-12, abs=1e-15)
-        assert (proba[1] >= 0.5) == (model.predict(x).value == 1)
+        assert pure.predict_proba(x)[1] == pytest.approx(_PHI(z), rel=1e-12, abs=1e-15)
 
 
 def test_multiclass_arow_two_classes_match_the_binary_formula() -> None:
@@ -101,7 +111,7 @@ def test_probit_calibration_update_is_the_posterior_moment_match() -> None:
     mean = np.array([0.7, -0.2])
     cov = np.array([[0.8, 0.3], [0.3, 0.5]])
     m, y = 2.5, -1.0
-    model._calibrate(y, m)
+    model._calibrate(y, m, {})
     L = np.linalg.cholesky(cov)
     g = np.linspace(-9, 9, 801)
     u = np.stack(np.meshgrid(g, g, indexing="ij"), axis=-1).reshape(-1, 2)
@@ -143,5 +153,6 @@ def test_a_checkpoint_without_calibration_fields_loads_with_the_prior(kind) -> N
     restored = cls.from_state(old)
     assert restored.predict(X[0]) == model.predict(X[0])
     m = restored.predict(X[0]).scores["margin"]  # type: ignore[index]
-    assert restored.predict_proba(X[0])[1] == pytest.approx(_PHI(m / math.sqrt(2.0 + m * m)))
+    z = restored._calibration_input(X[0], m)  # type: ignore[attr-defined]
+    assert restored.predict_proba(X[0])[1] == pytest.approx(_PHI(z / math.sqrt(2.0 + z * z)))
     restored.learn_many(X, y)  # and it keeps learning

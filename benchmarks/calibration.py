@@ -1,0 +1,216 @@
+"""Calibration of the classifiers' probabilities (issue 16 item 3) against river.
+
+Each classifier kind learns one pass over a training split, then ``predict_proba_many``
+gives p(+1) for the held-out split; river's ``StandardScaler | LogisticRegression`` learns
+the same rows in the same order and answers ``predict_proba_one``. Figures per data set
+(mean over seeds): log loss (p clipped to [1e-15, 1 - 1e-15]), expected calibration error
+(ECE, 10 equal-width bins of the confidence max(p, 1 - p): sum over bins of
+|accuracy - mean confidence| weighted by the bin's share), and the accuracy of
+``predict(x).value`` (river: of ``predict_one``).
+
+Data (shipped inside the wheels of scikit-learn and river, no download): breast_cancer
+(malignant = +1), river Phishing, river Bananas (not linearly separable), digits odd vs
+even, river Yeast Class2 vs rest, river ImageSegments "window" vs rest. Per data set and
+seed: stratified 70/30 split, features z-scored with the training split's statistics, and
+a constant 1 column appended for our linear classifiers (they have no intercept; the
+quantifiers have their own, ``fit_intercept``). Learners at their default hyperparameters.
+``transductive-logistic`` is left out: it predicts only vectors registered in a block
+before their labels, with a MALA run per prediction.
+
+    python benchmarks/calibration.py [--seeds 5]
+
+Writes benchmarks/results/calibration.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import _report  # noqa: E402
+from learners import REGISTRY  # noqa: E402
+
+RESULT = ROOT / "benchmarks" / "results" / "calibration.md"
+BINS = 10
+CLIP = 1e-15
+RIVER = "river LogisticRegression"
+#: (row label, kind, params, appends the intercept column)
+OURS: tuple[tuple[str, str, dict[str, Any], bool], ...] = (
+    ("arow", "arow", {}, True),
+    ('arow diagonal="cov"', "arow", {"diagonal": "cov"}, True),
+    ("arow classes=[-1, 1]", "arow", {"classes": [-1, 1]}, True),
+    ("cw", "cw", {}, True),
+    ("sop", "sop", {}, True),
+    ("pa-classifier", "pa-classifier", {}, True),
+    ("perceptron", "perceptron", {}, True),
+    ("nemsis", "nemsis", {}, False),
+    ("scan", "scan", {}, False),
+)
+
+Data = tuple[np.ndarray, np.ndarray]
+
+
+# ---- data --------------------------------------------------------------------------------
+def _river(ds: Any) -> tuple[np.ndarray, list[Any]]:
+    rows = list(ds)
+    keys = sorted(rows[0][0])
+    X = np.array([[r[0][k] for k in keys] for r in rows], dtype=np.float64)
+    return X, [r[1] for r in rows]
+
+
+def load_all() -> dict[str, Data]:
+    """Binary data sets (labels -1/+1) bundled with scikit-learn and river."""
+    from river import datasets
+    from sklearn.datasets import load_breast_cancer, load_digits
+
+    def pm1(flags: Any) -> np.ndarray:
+        return np.where(np.asarray(flags, dtype=bool), 1, -1)
+
+    out: dict[str, Data] = {}
+    bc = load_breast_cancer()
+    out["breast_cancer"] = (bc.data, pm1(bc.target == 0))
+    X, y = _river(datasets.Phishing())
+    out["Phishing"] = (X, pm1(y))
+    X, y = _river(datasets.Bananas())
+    out["Bananas"] = (X, pm1(y))
+    dg = load_digits()
+    out["digits odd"] = (dg.data.astype(np.float64), pm1(dg.target % 2))
+    X, y = _river(datasets.Yeast())
+    out["Yeast Class2"] = (X, pm1([v["Class2"] for v in y]))
+    X, y = _river(datasets.ImageSegments())
+    out["Segment window"] = (X, pm1([v == "window" for v in y]))
+    return out
+
+
+def split(X: np.ndarray, y: np.ndarray, seed: int) -> tuple[np.ndarray, ...]:
+    """Stratified 70/30 split, z-scored with the training split's statistics."""
+    rng = np.random.default_rng(seed)
+    tr, te = [], []
+    for label in (-1, 1):
+        idx = rng.permutation(np.flatnonzero(y == label))
+        k = int(round(0.3 * idx.size))
+        te.append(idx[:k])
+        tr.append(idx[k:])
+    i_tr, i_te = rng.permutation(np.concatenate(tr)), rng.permutation(np.concatenate(te))
+    mu, sd = X[i_tr].mean(axis=0), X[i_tr].std(axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    return (X[i_tr] - mu) / sd, y[i_tr], (X[i_te] - mu) / sd, y[i_te]
+
+
+# ---- metrics -----------------------------------------------------------------------------
+def log_loss(p_plus: np.ndarray, y: np.ndarray) -> float:
+    p = np.clip(np.where(y > 0, p_plus, 1.0 - p_plus), CLIP, 1.0)
+    return float(-np.mean(np.log(p)))
+
+
+def ece(p_plus: np.ndarray, y: np.ndarray, bins: int = BINS) -> float:
+    """Expected calibration error of the confidence max(p, 1 - p), equal-width bins."""
+    conf = np.maximum(p_plus, 1.0 - p_plus)
+    correct = np.where(p_plus >= 0.5, 1, -1) == y
+    edges = np.linspace(0.5, 1.0, bins + 1)
+    idx = np.clip(np.searchsorted(edges, conf, side="right") - 1, 0, bins - 1)
+    total = 0.0
+    for b in range(bins):
+        mask = idx == b
+        if mask.any():
+            total += mask.mean() * abs(correct[mask].mean() - conf[mask].mean())
+    return float(total)
+
+
+def figures(p_plus: np.ndarray, y_hat: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    return log_loss(p_plus, y), ece(p_plus, y), float(np.mean(y_hat == y))
+
+
+# ---- the two sides -----------------------------------------------------------------------
+def ours(kind: str, params: dict[str, Any], intercept: bool, data: tuple[np.ndarray, ...]):  # type: ignore[no-untyped-def]
+    X_tr, y_tr, X_te, y_te = data
+    if intercept:
+        X_tr = np.hstack([X_tr, np.ones((X_tr.shape[0], 1))])
+        X_te = np.hstack([X_te, np.ones((X_te.shape[0], 1))])
+    model = REGISTRY[kind](X_tr.shape[1], **params)
+    model.learn_many(X_tr, [int(v) for v in y_tr])
+    proba = model.predict_proba_many(X_te)
+    p_plus = np.array([p[1] for p in proba])
+    y_hat = np.array([p.value for p in model.predict_many(X_te)])
+    return figures(p_plus, y_hat, y_te)
+
+
+def river_side(data: tuple[np.ndarray, ...]) -> tuple[float, float, float]:
+    from river import linear_model, preprocessing
+
+    X_tr, y_tr, X_te, y_te = data
+    model = preprocessing.StandardScaler() | linear_model.LogisticRegression()
+    for x, v in zip(X_tr, y_tr, strict=True):
+        model.learn_one(dict(enumerate(x.tolist())), bool(v > 0))
+    rows = [dict(enumerate(x.tolist())) for x in X_te]
+    p_plus = np.array([model.predict_proba_one(r).get(True, 0.0) for r in rows])
+    y_hat = np.array([1 if model.predict_one(r) else -1 for r in rows])
+    return figures(p_plus, y_hat, y_te)
+
+
+# ---- report ------------------------------------------------------------------------------
+def run(seeds: int) -> dict[tuple[str, str], np.ndarray]:
+    """(data set, row label) -> array (seeds, 3) of log loss, ECE, accuracy."""
+    results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    for name, (X, y) in load_all().items():
+        for seed in range(seeds):
+            data = split(X, y, seed)
+            results.setdefault((name, RIVER), []).append(river_side(data))
+            for label, kind, params, intercept in OURS:
+                results.setdefault((name, label), []).append(ours(kind, params, intercept, data))
+    return {k: np.array(v) for k, v in results.items()}
+
+
+def report(results: dict[tuple[str, str], np.ndarray], seeds: int, seconds: float) -> str:
+    names = list(dict.fromkeys(name for name, _ in results))
+    labels = [RIVER] + [label for label, *_ in OURS]
+    lines = [
+        "# Calibration of class probabilities (`benchmarks/calibration.py`)",
+        "",
+        f"{seeds} seeds per data set (stratified 70/30 split, z-scored with training"
+        " statistics, one pass); held-out log loss / ECE (10 bins) / accuracy, mean over"
+        f" seeds. Run time {seconds:.0f} s.",
+        "",
+    ]
+    header = ["model"] + names + ["mean"]
+    for j, what in enumerate(("log loss", "ECE", "accuracy")):
+        rows = []
+        for label in labels:
+            vals = [float(results[(n, label)][:, j].mean()) for n in names]
+            rows.append([label] + [f"{v:.3f}" for v in vals] + [f"{np.mean(vals):.3f}"])
+        lines += [f"## {what}", "", _report.markdown_table(header, rows), ""]
+    lines += ["## Ratio to river's log loss (mean over data sets of ours / river's)", ""]
+    rows = []
+    for label in labels[1:]:
+        ratios = [
+            float(results[(n, label)][:, 0].mean() / results[(n, RIVER)][:, 0].mean())
+            for n in names
+        ]
+        worse = sum(r > 1.0 for r in ratios)
+        rows.append([label, f"{np.mean(ratios):.2f}", f"{worse} of {len(names)}"])
+    lines += [_report.markdown_table(["model", "log-loss ratio", "worse than river on"], rows)]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=5)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    results = run(args.seeds)
+    text = report(results, args.seeds, time.perf_counter() - start)
+    _report.write_text(RESULT, text)
+    sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
