@@ -43,9 +43,13 @@ RESULT = ROOT / "benchmarks" / "results" / "calibration.md"
 BINS = 10
 CLIP = 1e-15
 RIVER = "river LogisticRegression"
+#: calibration fields set so that AROW / CW answer the pure Gaussian Phi(m / sqrt(1 + v))
+PURE_GAUSSIAN = {"calib_a_": 1.0, "calib_b_": 0.0, "calib_vaa_": 0.0, "calib_vab_": 0.0}
+PURE_GAUSSIAN |= {"calib_vbb_": 0.0}
 #: (row label, kind, params, appends the intercept column)
 OURS: tuple[tuple[str, str, dict[str, Any], bool], ...] = (
     ("arow", "arow", {}, True),
+    ("arow, pure Gaussian (no calibration)", "arow", {}, True),
     ('arow diagonal="cov"', "arow", {"diagonal": "cov"}, True),
     ("arow classes=[-1, 1]", "arow", {"classes": [-1, 1]}, True),
     ("cw", "cw", {}, True),
@@ -131,13 +135,17 @@ def figures(p_plus: np.ndarray, y_hat: np.ndarray, y: np.ndarray) -> tuple[float
 
 
 # ---- the two sides -----------------------------------------------------------------------
-def ours(kind: str, params: dict[str, Any], intercept: bool, data: tuple[np.ndarray, ...]):  # type: ignore[no-untyped-def]
+def ours(  # type: ignore[no-untyped-def]
+    kind: str, params: dict[str, Any], intercept: bool, pure: bool, data: tuple[np.ndarray, ...]
+):
     X_tr, y_tr, X_te, y_te = data
     if intercept:
         X_tr = np.hstack([X_tr, np.ones((X_tr.shape[0], 1))])
         X_te = np.hstack([X_te, np.ones((X_te.shape[0], 1))])
     model = REGISTRY[kind](X_tr.shape[1], **params)
     model.learn_many(X_tr, [int(v) for v in y_tr])
+    if pure:
+        model = REGISTRY[kind].from_state({**model.state(), **PURE_GAUSSIAN})
     proba = model.predict_proba_many(X_te)
     p_plus = np.array([p[1] for p in proba])
     y_hat = np.array([p.value for p in model.predict_many(X_te)])
@@ -166,7 +174,9 @@ def run(seeds: int) -> dict[tuple[str, str], np.ndarray]:
             data = split(X, y, seed)
             results.setdefault((name, RIVER), []).append(river_side(data))
             for label, kind, params, intercept in OURS:
-                results.setdefault((name, label), []).append(ours(kind, params, intercept, data))
+                pure = "pure Gaussian" in label
+                row = ours(kind, params, intercept, pure, data)
+                results.setdefault((name, label), []).append(row)
     return {k: np.array(v) for k, v in results.items()}
 
 
