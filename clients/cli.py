@@ -229,7 +229,12 @@ def predict(
         _print_json(
             {
                 "predictions": [
-                    {"value": p.value, "prediction_id": p.prediction_id, "scores": p.scores}
+                    {
+                        "value": p.value,
+                        "prediction_id": p.prediction_id,
+                        "scores": p.scores,
+                        **({"probabilities": p.probabilities} if p.probabilities else {}),
+                    }
                     for p in preds
                 ],
                 "model_version": version,

@@ -106,11 +106,14 @@ class ModelInfo:
 
 @dataclass
 class Prediction:
-    """One prediction: the point value, the id to label it later, classifier scores if any."""
+    """One prediction: the point value, the id to label it later, classifier scores if any,
+    and a classifier's probability of each class (label as a string -> p, summing to 1;
+    None for regressors)."""
 
     value: Any
     prediction_id: str | None = None
     scores: Any = None
+    probabilities: dict[str, float] | None = None
     model_version: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 

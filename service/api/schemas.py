@@ -238,6 +238,12 @@ class PredictionOut(BaseModel):
     value: Any = Field(description="Point prediction: a float, or the class label.")
     prediction_id: str = Field(description="Send the label for this prediction with this id.")
     scores: dict[str, float | None] | None = None
+    probabilities: dict[str, float] | None = Field(
+        None,
+        description="Classifiers: the probability of each class (keyed by the label as a"
+        " string), summing to 1, as river's predict_proba_one gives (docs/probabilities.md);"
+        " left out for regressors.",
+    )
 
 
 class PredictResponse(BaseModel):
@@ -250,7 +256,18 @@ class PredictResponse(BaseModel):
                 {
                     "predictions": [{"value": 0.42, "prediction_id": "3f2a...", "scores": None}],
                     "model_version": 17,
-                }
+                },
+                {
+                    "predictions": [
+                        {
+                            "value": 1,
+                            "prediction_id": "9c1e...",
+                            "scores": {"margin": 0.8},
+                            "probabilities": {"-1": 0.27, "1": 0.73},
+                        }
+                    ],
+                    "model_version": 17,
+                },
             ]
         }
     )

@@ -120,6 +120,16 @@ def test_predict_accepts_numpy_and_pandas(api: Client, pa_model: str) -> None:
     assert isinstance(series.value, float)
 
 
+def test_classifier_predictions_carry_class_probabilities(api: Client, pa_model: str) -> None:
+    with _model_of(api, "arow", 3) as model:
+        batch = api.predict_batch(model, np.array([[1.0, 0.0, -1.0], [0.0, 2.0, 0.5]]))
+        for p in batch.predictions:
+            assert p.probabilities is not None and set(p.probabilities) == {"-1", "1"}
+            assert sum(p.probabilities.values()) == pytest.approx(1.0)
+            assert str(p.value) in p.probabilities
+    assert api.predict(pa_model, [1.0, 0.0, -1.0]).probabilities is None  # a regressor
+
+
 def test_wrong_dimension_is_a_validation_error(api: Client, pa_model: str) -> None:
     with pytest.raises(ValidationError) as exc:
         api.predict(pa_model, [1.0, 2.0])

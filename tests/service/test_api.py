@@ -373,6 +373,36 @@ def test_classifier_predict_gives_label_and_scores(client: TestClient) -> None:
     assert p["value"] in (-1, 1) and p["scores"]
 
 
+@pytest.mark.parametrize("params", [{}, {"classes": ["a", "b", "c"]}])
+def test_classifier_predict_gives_class_probabilities(  # type: ignore[no-untyped-def]
+    client: TestClient, api_settings: Settings, params
+) -> None:
+    """Each prediction carries the learner's predict_proba (labels as strings), summing to
+    1, from the checkpoint that serves it (docs/probabilities.md)."""
+    mid = create(client, kind="arow", dim=3, params=params)
+    learner = learners.build("arow", 3, **params)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    labels = params.get("classes", [-1, 1])
+    learner.learn_many(X, [labels[int(i) % len(labels)] for i in np.argmax(X, axis=1)])
+    write_state(api_settings, mid, learner, expected_version=0, offset=40)
+    rows = X[:5].tolist()
+    r = client.post(f"/v1/models/{mid}/predict", json={"instances": rows})
+    assert r.status_code == 200, r.text
+    preds = r.json()["predictions"]
+    for p, proba in zip(preds, learner.predict_proba_many(rows), strict=True):
+        assert p["probabilities"] == {str(c): q for c, q in proba.items()}
+        assert sum(p["probabilities"].values()) == pytest.approx(1.0, abs=1e-12)
+        assert str(p["value"]) in p["probabilities"]
+
+
+def test_regressor_predict_gives_no_probabilities(client: TestClient) -> None:
+    mid = create(client)
+    r = client.post(f"/v1/models/{mid}/predict", json={"instances": [[1.0, 0.0, 2.0]] * 3})
+    assert r.status_code == 200, r.text
+    assert all("probabilities" not in p for p in r.json()["predictions"])
+
+
 # ---- events --------------------------------------------------------------------------------
 def test_events_are_produced_keyed_by_model(client: TestClient, api_settings: Settings) -> None:
     mid = create(client)

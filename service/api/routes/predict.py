@@ -126,12 +126,16 @@ async def serve_predictions(
         )
     learner = served.learner
 
-    def run() -> list:  # type: ignore[type-arg]
+    def run() -> tuple[list, list | None]:  # type: ignore[type-arg]
         # predict() changes no state (learner contract), so sharing the cached learner is safe;
-        # predict_many validates the rows as one matrix (the same predictions as the loop)
-        return learner.predict_many(X, hints=hints)
+        # predict_many validates the rows as one matrix (the same predictions as the loop);
+        # classifiers add their class probabilities, one call for the batch
+        preds = learner.predict_many(X, hints=hints)
+        if learner.task != "classification":
+            return preds, None
+        return preds, learner.predict_proba_many(X, hints=hints)
 
-    preds = run() if n < THREAD_BATCH else await run_in_threadpool(run)
+    preds, probas = run() if n < THREAD_BATCH else await run_in_threadpool(run)
     out = [
         {
             "value": _value(p.value),
@@ -140,6 +144,9 @@ async def serve_predictions(
         }
         for p, pid in zip(preds, ids, strict=True)
     ]
+    if probas is not None:
+        for item, proba in zip(out, probas, strict=True):
+            item["probabilities"] = {str(c): float(q) for c, q in proba.items()}
     payload = {"predictions": out, "model_version": served.version}
     return Response(orjson.dumps(payload), media_type="application/json")
 
