@@ -58,6 +58,11 @@ def normal_cdf(z: float) -> float:
     return 0.5 * math.erfc(-z / _SQRT2)
 
 
+def gaussian_argument(m: float, v: float) -> float:
+    """m / sqrt(1 + v), with v clamped at 0; inf / inf (an overflowed x' Sigma x) is NaN."""
+    return m / math.sqrt(1.0 + max(0.0, v))
+
+
 def gaussian_proba_plus(m: float, v: float) -> float:
     """P(y = +1) = Phi(m / sqrt(1 + v)) when the score w . x is N(m, v) under the weights'
     Gaussian and the label is sign(w . x + noise), noise N(0, 1) (docs/probabilities.md)."""
@@ -65,8 +70,21 @@ def gaussian_proba_plus(m: float, v: float) -> float:
 
 
 def binary_proba(p: float) -> dict[Any, float]:
-    """``{-1: 1 - p, +1: p}``: the class probabilities of a binary classifier."""
+    """``{-1: 1 - p, +1: p}``: the class probabilities of a binary classifier; a NaN ``p``
+    (a model whose score overflowed) is 1/2."""
+    if p != p:
+        p = 0.5
     return {-1: 1.0 - p, 1: p}
+
+
+#: scores are clipped to +-Z_MAX before calibrating: z^2 and the products of the update stay
+#: finite (inputs reach 1e150), and Phi((a z + b) / sqrt(.)) has reached its limit there
+Z_MAX = 1e100
+
+
+def clip_score(z: float) -> float:
+    """``z`` clipped to [-Z_MAX, Z_MAX] (NaN stays NaN)."""
+    return Z_MAX if z > Z_MAX else -Z_MAX if z < -Z_MAX else z
 
 
 _normal_cdf_array = np.frompyfunc(normal_cdf, 1, 1)
@@ -82,7 +100,8 @@ def gaussian_argmax_proba(means: np.ndarray, variances: np.ndarray) -> np.ndarra
     accurate for these smooth integrands), normalised to sum 1. Two classes give
     Phi((m_1 - m_0) / sqrt(1 + v_0 + v_1)), the binary :func:`gaussian_proba_plus`
     (docs/probabilities.md)."""
-    s = np.sqrt(np.maximum(variances, 0.0) + 0.5)
+    means = np.clip(np.nan_to_num(means), -Z_MAX, Z_MAX)  # an overflowed score: no NaN out
+    s = np.sqrt(np.clip(np.nan_to_num(variances), 0.0, Z_MAX) + 0.5)
     k = means.shape[0]
     out = np.empty(k)
     for i in range(k):
@@ -264,7 +283,7 @@ class ProbitCalibrated(BinaryClassifier):
         return m
 
     def _proba_plus(self, x: np.ndarray, m: float) -> float:
-        z = self._calibration_input(x, m)
+        z = clip_score(self._calibration_input(x, m))
         mean = self.calib_a_ * z + self.calib_b_
         var = (self.calib_vaa_ * z + 2.0 * self.calib_vab_) * z + self.calib_vbb_
         return normal_cdf(mean / math.sqrt(1.0 + max(0.0, var)))
@@ -272,7 +291,9 @@ class ProbitCalibrated(BinaryClassifier):
     def _calibrate(self, y: float, m: float, diagnostics: dict[str, float]) -> None:
         # ADF for a probit likelihood Phi(y (a z + b)): the Gaussian closest in KL to
         # prior x likelihood (the update of Bayesian online probit models)
-        m = self._learned_calibration_input(m, diagnostics)
+        m = clip_score(self._learned_calibration_input(m, diagnostics))
+        if m != m:
+            return  # the model's score overflowed: nothing to learn from
         vaa, vab, vbb = self.calib_vaa_, self.calib_vab_, self.calib_vbb_
         sa, sb = vaa * m + vab, vab * m + vbb  # Sigma z
         s2 = 1.0 + max(0.0, sa * m + sb)  # 1 + z' Sigma z
@@ -301,10 +322,10 @@ class GaussianCalibrated(ProbitCalibrated):
         raise NotImplementedError
 
     def _calibration_input(self, x: np.ndarray, m: float) -> float:
-        return m / math.sqrt(1.0 + max(0.0, self._variance(x)))
+        return gaussian_argument(m, self._variance(x))
 
     def _learned_calibration_input(self, m: float, diagnostics: dict[str, float]) -> float:
-        return m / math.sqrt(1.0 + max(0.0, diagnostics["variance"]))
+        return gaussian_argument(m, diagnostics["variance"])
 
 
 class LinearClassifier(ProbitCalibrated):

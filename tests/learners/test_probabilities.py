@@ -156,3 +156,29 @@ def test_a_checkpoint_without_calibration_fields_loads_with_the_prior(kind) -> N
     z = restored._calibration_input(X[0], m)  # type: ignore[attr-defined]
     assert restored.predict_proba(X[0])[1] == pytest.approx(_PHI(z / math.sqrt(2.0 + z * z)))
     restored.learn_many(X, y)  # and it keeps learning
+
+
+@pytest.mark.parametrize(
+    ("kind", "params"),
+    [(k, p) for k in CALIBRATED for p in REGISTRY[k]._test_params()]
+    + [("arow", {"classes": ["a", "b", "c"]})],
+)
+def test_inputs_at_the_service_bound_give_valid_probabilities_and_a_finite_calibration(  # type: ignore[no-untyped-def]
+    kind, params
+) -> None:
+    """x up to 1e150 (the service's value bound) overflows some scores and variances: the
+    probabilities stay valid (1/2 where a score is NaN) and the calibration finite."""
+    cls = REGISTRY[kind]
+    X, y = cls._test_stream(DIM, 40, 7)
+    classes = params.get("classes")
+    labels = [classes[i % len(classes)] for i in range(40)] if classes else y
+    model = cls(DIM, **params)
+    with np.errstate(all="ignore"):
+        model.learn_many(X[:30] * 1e150, labels[:30])
+        probas = model.predict_proba_many(X[30:] * 1e150)
+    for proba in probas:
+        assert all(0.0 <= p <= 1.0 for p in proba.values()), proba
+        assert math.isclose(sum(proba.values()), 1.0, abs_tol=1e-12), proba
+    for name, value in model.state().items():
+        if name.startswith("calib_"):
+            assert math.isfinite(value), (name, value)  # type: ignore[arg-type]
