@@ -182,3 +182,19 @@ def test_inputs_at_the_service_bound_give_valid_probabilities_and_a_finite_calib
     for name, value in model.state().items():
         if name.startswith("calib_"):
             assert math.isfinite(value), (name, value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["nemsis", "scan"])
+def test_quantifier_probabilities_follow_each_labelled_event(kind) -> None:  # type: ignore[no-untyped-def]
+    """The window's Platt fit is kept between predictions, never past a change of the
+    window: after each event, the same answer as a learner rebuilt from the state."""
+    cls = REGISTRY[kind]
+    params = cls._test_params()[0]
+    X, y = cls._test_stream(DIM, 120, 8)
+    model = cls(DIM, **params)
+    model.learn_many(X[:60], y[:60])
+    for x, v in zip(X[60:80], y[60:80], strict=True):
+        model.predict_proba_many(X[100:])
+        model.learn(x, v)
+        fresh = cls.from_state(model.state())
+        assert model.predict_proba_many(X[100:]) == fresh.predict_proba_many(X[100:])
