@@ -56,6 +56,10 @@ Vector = list[float]
 LearnedVector = list[Annotated[float, Bounded]]
 
 
+#: The tags of a vector's two forms (pydantic puts them in an error's location).
+VECTOR_FORMS = ("list", "object")
+
+
 def _x_form(v: Any) -> str:
     return "object" if isinstance(v, dict) else "list"
 
