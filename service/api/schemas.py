@@ -126,7 +126,7 @@ class ModelSpec(_Strict):
     assets: list[FeatureName] | None = Field(
         default=None,
         exclude=True,  # stored and answered as `features`, the canonical form
-        deprecated=True,
+        json_schema_extra={"deprecated": True},  # (pydantic's `deprecated` warns on reads)
         description="Deprecated: the earlier name of `features` (an index tracker's asset"
         " tickers); if both are given they must be equal.",
     )
