@@ -76,7 +76,12 @@ def models_create(
         raise typer.BadParameter(f"missing {', '.join(missing)} (flags or --file)")
     with opts.client() as api:
         info = api.create_model(
-            str(model), str(kind), int(dim or 0), params, assets=spec.get("assets")
+            str(model),
+            str(kind),
+            int(dim or 0),
+            params,
+            features=spec.get("features"),
+            assets=spec.get("assets"),
         )
     if opts.as_json:
         _print_json(info)

@@ -390,8 +390,8 @@ class BlockRequest(_Strict):
     )
 
     id: EventId | None = Field(None, description="Idempotency key of the registration.")
-    vectors: list[LearnedVector] = Field(
-        min_length=1, description="The block's design vectors (T x d)."
+    vectors: list[AnyLearnedVector] = Field(
+        min_length=1, description="The block's design vectors (T x d; objects, as x may be)."
     )
 
 

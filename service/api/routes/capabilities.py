@@ -123,20 +123,21 @@ async def register_block(
     cls = learners.REGISTRY.get(model.kind)
     if cls is None or not callable(getattr(cls, "register", None)):
         raise _unsupported(model, "block registration", _kinds_with("register"))
-    check_vectors(model, body.vectors, settings, "vectors")
+    vectors = dense_rows(model, body.vectors, "vectors")
+    check_vectors(model, vectors, settings, "vectors")
     served = await cache.get(model)
     # Dry run on a copy, so a block the learner would refuse is a 422 here, not a dead letter.
     trial = learners.load_state(served.learner.state())
     try:
-        summary = await run_in_threadpool(trial.register, body.vectors)  # type: ignore[attr-defined]
+        summary = await run_in_threadpool(trial.register, vectors)  # type: ignore[attr-defined]
     except ValueError as exc:  # register's refusal of the block, in its words
         raise InvalidInput(str(exc)) from None
     event_id = body.id or uuid.uuid4().hex
-    record = wire.register(model.id, event_id, body.vectors)
+    record = wire.register(model.id, event_id, vectors)
     await producer.send_all(settings.events_topic, model.id, [record], partition=model.home)
     info = (
         {str(k): jsonable(v) for k, v in (summary or {}).items()}
         if isinstance(summary, dict)
         else {}
     )
-    return BlockAccepted(event_id=event_id, T=len(body.vectors), summary=info)
+    return BlockAccepted(event_id=event_id, T=len(vectors), summary=info)
