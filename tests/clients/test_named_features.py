@@ -18,6 +18,7 @@ from clients import AsyncClient, Client
 from clients._vectors import as_matrix, as_vector
 from clients.errors import ValidationError
 from clients.producer import EventProducer, make_event
+from tests.clients._client_support import cli
 
 FEATURES = ["a", "b", "c"]
 W = np.array([1.0, -2.0, 0.5])
@@ -119,3 +120,20 @@ async def test_producer_and_async_client_with_named_rows(
         got = await asyncio.gather(api.predict(by_kafka, probe), api.predict(by_list, probe))
         assert got[0].value == got[1].value
         assert json.dumps(got[0].value)  # a plain float
+
+
+def test_cli_creates_with_features_and_predicts_a_named_vector(
+    api: Client, cli_env: dict[str, str], tmp_path: Any
+) -> None:
+    model = f"cli-nf-{uuid.uuid4().hex[:8]}"
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"id": model, "kind": "pa", "dim": 3, "features": FEATURES}))
+    assert cli("models", "create", "-f", str(spec), env=cli_env).returncode == 0
+    assert api.get_model(model).features == FEATURES
+    named = cli("predict", model, '{"c": 2.0, "a": 1.0}', "--json", env=cli_env)
+    listed = cli("predict", model, "1", "0", "2", "--json", env=cli_env)
+    assert named.returncode == 0, named.stderr
+    values = [json.loads(r.stdout)["predictions"][0]["value"] for r in (named, listed)]
+    assert values[0] == values[1]
+    unknown = cli("predict", model, '{"zz": 1}', env=cli_env)
+    assert unknown.returncode != 0 and "unknown features 'zz'" in unknown.stdout + unknown.stderr
