@@ -56,6 +56,10 @@ Vector = list[float]
 LearnedVector = list[Annotated[float, Bounded]]
 
 
+X_DOC = (
+    "The feature vector: a list of dim numbers, or, for a model created with `features`, an"
+    " object {name: number} (names left out are 0; an unknown name is a 422)."
+)
 #: The tags of a vector's two forms (pydantic puts them in an error's location).
 VECTOR_FORMS = ("list", "object")
 
@@ -247,7 +251,7 @@ class PredictRequest(_Strict):
         },
     )
 
-    x: AnyVector | None = None
+    x: AnyVector | None = Field(None, description=X_DOC)
     hint: float | None = Field(None, description="Side information for learners that use it.")
     instances: list[AnyVector] | None = None
     hints: list[float | None] | None = None
@@ -303,7 +307,7 @@ class EventIn(_Strict):
         description="Assigned when missing: derived from the Idempotency-Key header and the"
         " event's index (32 hex digits, the same on a retry), else a uuid4 hex.",
     )
-    x: AnyLearnedVector
+    x: AnyLearnedVector = Field(description=X_DOC)
     y: Label | None = Field(None, description="null for an unlabelled vector.")
     hint: Annotated[float | None, Bounded] = None
     ts: float | None = Field(None, description="Event time, seconds since the epoch.")
