@@ -43,8 +43,9 @@ class NotSupported(Exception):
 def _form_tag(parts: list[str], i: int) -> bool:
     """``parts[i]`` is the tag pydantic puts after a vector (its form, list or object:
     ``schemas.VECTOR_FORMS``), which the client did not write."""
-    after_vector = parts[i - 1] == "x" or parts[max(i - 2, 0) : i] == ["instances", parts[i - 1]]
-    return i > 0 and parts[i] in VECTOR_FORMS and after_vector
+    if i == 0 or parts[i] not in VECTOR_FORMS:
+        return False
+    return parts[i - 1] == "x" or (i > 1 and parts[i - 2] in ("instances", "vectors"))
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
