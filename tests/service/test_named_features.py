@@ -294,6 +294,11 @@ def test_kafka_named_x_is_learned_like_the_list_and_unknown_names_dead_letter(
         records.append(wire.example(listed, f"k{i}", row.tolist(), y, ts=0.0))
     bad = wire.example(named, "bad-name", {"a": 1.0, "nope": 2.0}, 1.0, ts=0.0)
     records.insert(30, bad)
+    plain = _create(client)  # no features: an object x is dead-lettered, a list learned
+    records += [
+        wire.example(plain, "unnamed-obj", {"a": 1.0}, 1.0, ts=0.0),
+        wire.example(plain, "unnamed-list", [1.0, 0.0, 0.0, 0.0], 1.0, ts=0.0),
+    ]
     asyncio.run(produce(settings, (wire.encode(r) for r in records), raw=True))
     wait_status(client, named, lambda s: s["applied"] == 60 and s["rejected"] == 1)
     wait_status(client, listed, lambda s: s["applied"] == 60)
@@ -307,6 +312,12 @@ def test_kafka_named_x_is_learned_like_the_list_and_unknown_names_dead_letter(
     ]
     reasons = [x["reason"] for x in letters if '"bad-name"' in x["value"]]
     assert len(reasons) == 1 and "x names unknown features 'nope'" in reasons[0], letters
+    wait_status(client, plain, lambda s: s["applied"] == 1 and s["rejected"] == 1)
+    letters = [
+        json.loads(v) for _, _, _, v in asyncio.run(read_topic(settings, settings.deadletter_topic))
+    ]
+    reasons = [x["reason"] for x in letters if '"unnamed-obj"' in x["value"]]
+    assert len(reasons) == 1 and "the model has no feature names" in reasons[0], letters
 
 
 def _learned_state(learner: learners.Learner) -> bytes:
