@@ -30,6 +30,7 @@ from clients._cliutil import (
     out,
     parse_param,
 )
+from clients._vectors import as_vector
 
 # --- models ----------------------------------------------------------------------------------
 models_app = typer.Typer(help="Create, list, show and delete models.", no_args_is_help=True)
@@ -76,7 +77,12 @@ def models_create(
         raise typer.BadParameter(f"missing {', '.join(missing)} (flags or --file)")
     with opts.client() as api:
         info = api.create_model(
-            str(model), str(kind), int(dim or 0), params, assets=spec.get("assets")
+            str(model),
+            str(kind),
+            int(dim or 0),
+            params,
+            features=spec.get("features"),
+            assets=spec.get("assets"),
         )
     if opts.as_json:
         _print_json(info)
@@ -174,15 +180,26 @@ def models_delete(
 
 
 # --- predict ---------------------------------------------------------------------------------
-def parse_vector(text: str) -> list[float]:
-    """A vector from a line: a JSON array, or numbers separated by commas and/or spaces.
+def parse_vector(text: str) -> list[float] | dict[str, float]:
+    """A vector from a line: a JSON array, numbers separated by commas and/or spaces, or a
+    JSON object of named values (a model with ``features``; missing names are 0).
 
     Examples
     --------
     >>> parse_vector("[1, 2.5]"), parse_vector("1, -2 3e-1")
     ([1.0, 2.5], [1.0, -2.0, 0.3])
+    >>> parse_vector('{"temp": 2}')
+    {'temp': 2.0}
     """
     text = text.strip()
+    if text.startswith("{"):
+        try:
+            named = as_vector(json.loads(text))
+        except (json.JSONDecodeError, TypeError, ValueError) as exc:
+            raise UserError(f"not a JSON object of named numbers: {text[:60]!r}") from exc
+        if not isinstance(named, dict):
+            raise UserError(f"not a JSON object of named numbers: {text[:60]!r}")
+        return named
     if text.startswith("["):
         try:
             values = json.loads(text)
@@ -205,7 +222,10 @@ def predict(
     model: Annotated[str, typer.Argument(help="Model id.")],
     values: Annotated[
         list[str] | None,
-        typer.Argument(help="Vector components; none: read one vector per line from stdin."),
+        typer.Argument(
+            help="Vector components, or a JSON object of named values (a model with"
+            " features); none: read one vector per line from stdin."
+        ),
     ] = None,
     opts: ClientOptions = ClientOptions(),
 ) -> None:

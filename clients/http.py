@@ -241,15 +241,21 @@ class _Ops:
         dim: int,
         params: dict[str, Any] | None = None,
         *,
+        features: list[str] | None = None,
         assets: list[str] | None = None,
     ) -> Op[ModelInfo]:
         """``POST /v1/models``: create a model from a learner kind, a dimension and params.
 
-        ``assets`` optionally names the ``dim`` features (index trackers: tickers). Raises
-        `ValidationError` (422) with the learner constructor's message on a bad spec and
-        `ConflictError` (409) when the id is taken. Not retried (not idempotent).
+        ``features`` optionally names the ``dim`` features, in ``x``'s order; the model then
+        takes ``x`` as a dict (or pandas row) of named values too. ``assets`` is their
+        earlier name (an index tracker's tickers). Raises `ValidationError` (422) with the
+        learner constructor's message on a bad spec and `ConflictError` (409) when the id is
+        taken. Not retried (not idempotent).
         """
-        spec = ModelSpec(model, kind, int(dim), dict(params or {}), assets)
+        if features is not None and assets is not None and list(features) != list(assets):
+            raise ValueError("features and assets (their earlier name) differ: give one")
+        names = features if features is not None else assets
+        spec = ModelSpec(model, kind, int(dim), dict(params or {}), names)
         return self._run(
             _Call("POST", "/v1/models", spec.to_json(), idempotent=False),
             lambda b: ModelInfo.from_json({**spec.to_json(), **(b or {})}),
@@ -269,7 +275,9 @@ class _Ops:
 
     # --- predictions ----------------------------------------------------------------------
     def predict(self, model: str, x: Any, *, hint: float | None = None) -> Op[Prediction]:
-        """``POST /v1/models/{id}/predict`` with one vector (list, ndarray, Series).
+        """``POST /v1/models/{id}/predict`` with one vector: a list or 1-d ndarray, or, for
+        a model with ``features``, a dict or a pandas Series of named values (missing names
+        are 0).
 
         The result's ``prediction_id`` joins a later `label`; ``model_version`` says which
         checkpoint served it. ``hint`` is side information for learners that use one.
@@ -284,7 +292,8 @@ class _Ops:
     def predict_batch(
         self, model: str, X: Any, *, hints: list[float | None] | None = None
     ) -> Op[PredictResponse]:
-        """``POST /v1/models/{id}/predict`` with ``{"instances": [...]}`` (2-d array, DataFrame)."""
+        """``POST /v1/models/{id}/predict`` with ``{"instances": [...]}``: a 2-d array, rows
+        or dicts, or a DataFrame (named by its columns when they are strings)."""
         body: dict[str, Any] = {"instances": as_matrix(X)}
         if hints is not None:
             body["hints"] = list(hints)
@@ -305,6 +314,8 @@ class _Ops:
     ) -> Op[EventsAccepted]:
         """``POST /v1/models/{id}/events``: labelled or unlabelled events, produced to Kafka.
 
+        ``X`` is a 2-d array, rows, dicts of named values, or a DataFrame (each row sent as
+        ``{column: value}`` when the columns are strings: a model with ``features``).
         ``y`` may be None (all unlabelled) or hold None/NaN for unlabelled rows; ``ids`` are
         assigned (uuid4) where missing; ``extra`` adds per-event fields (e.g. ``hint``).
         Sent in chunks of ``EVENTS_CHUNK``; the returned count is the total accepted.

@@ -13,7 +13,6 @@ Kafka-idempotent (the testbed broker lacks it); correctness relies on the event 
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import uuid
 from collections.abc import Iterable, Mapping
@@ -46,7 +45,9 @@ def make_event(
     **extra: Any,
 ) -> dict[str, Any]:
     """One example as docs/events.md's JSON (``clients/wire.py``): ``{"model", "id", "x",
-    "y", "ts"}`` plus ``hint`` when given and any extra fields.
+    "y", "ts"}`` plus ``hint`` when given and any extra fields. ``x`` as `Client.predict`
+    takes it: a list, a 1-d array, or, for a model with ``features``, a dict or a pandas
+    Series of named values (sent as an object ``{name: value}``).
 
     Examples
     --------
@@ -56,9 +57,7 @@ def make_event(
     >>> len(make_event("m", [0.5])["id"])  # a uuid4 where none is given
     36
     """
-    vector = as_vector(x)
-    if not all(math.isfinite(v) for v in vector):
-        raise ValueError("feature vector contains NaN or inf")
+    vector = as_vector(x)  # refuses NaN and inf
     return wire.example(model, id or str(uuid.uuid4()), vector, as_label(y), ts=ts, **extra)
 
 
@@ -173,7 +172,9 @@ class EventProducer:
         *,
         ids: Iterable[str | None] | None = None,
     ) -> list[str]:
-        """Send a batch (2-d array, DataFrame, rows) and wait for all acknowledgements.
+        """Send a batch (2-d array, DataFrame, rows or dicts) and wait for all
+        acknowledgements. A DataFrame whose columns are strings sends each row as an object
+        ``{column: value}`` (a model created with those ``features``).
 
         ``y`` None sends unlabelled vectors. Returns the event ids in order.
         """

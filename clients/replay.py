@@ -164,8 +164,8 @@ def ensure_model(
     kind = kind or ds.kind
     if not kind:
         raise UserError(f"model {model!r} does not exist: pass --kind to create it")
-    assets = list(ds.feature_names) if ds.feature_names else None
-    info = api.create_model(model, kind, ds.dim, {**ds.params, **params}, assets=assets)
+    features = list(ds.feature_names) if ds.feature_names else None
+    info = api.create_model(model, kind, ds.dim, {**ds.params, **params}, features=features)
     return info, True
 
 

@@ -31,18 +31,19 @@ def _first_int(data: dict[str, Any], *paths: str) -> int | None:
 
 @dataclass
 class ModelSpec:
-    """What ``POST /v1/models`` takes: the model id, the learner kind, the dimension, params."""
+    """What ``POST /v1/models`` takes: the model id, the learner kind, the dimension, params
+    and optionally the feature names."""
 
     id: str
     kind: str
     dim: int
     params: dict[str, Any] = field(default_factory=dict)
-    assets: list[str] | None = None
+    features: list[str] | None = None  # names of x's features (an index tracker's assets)
 
     def to_json(self) -> dict[str, Any]:
         out = {"id": self.id, "kind": self.kind, "dim": int(self.dim), "params": self.params}
-        if self.assets is not None:
-            out["assets"] = list(self.assets)
+        if self.features is not None:
+            out["features"] = list(self.features)
         return out
 
 
@@ -63,7 +64,7 @@ class ModelInfo:
     dim: int = 0
     params: dict[str, Any] = field(default_factory=dict)
     task: str | None = None
-    assets: list[str] | None = None
+    features: list[str] | None = None
     version: int | None = None
     applied: int | None = None
     duplicate: int | None = None
@@ -78,6 +79,8 @@ class ModelInfo:
         known, extra = _split(cls, data)
         known = {k: v for k, v in known.items() if v is not None}
         info = cls(**known, extra=extra)
+        if info.features is None and isinstance(extra.get("assets"), list):  # an older server
+            info.features = [str(a) for a in extra.pop("assets")]
         for name in ("version", "applied", "duplicate", "rejected"):
             if getattr(info, name) is None:
                 setattr(info, name, _first_int(data, f"status.{name}", f"events.{name}"))
@@ -99,9 +102,14 @@ class ModelInfo:
 
     def spec(self) -> dict[str, Any]:
         out = {"id": self.id, "kind": self.kind, "dim": self.dim, "params": self.params}
-        if self.assets:
-            out["assets"] = self.assets
+        if self.features:
+            out["features"] = self.features
         return out
+
+    @property
+    def assets(self) -> list[str] | None:
+        """The earlier name of ``features`` (an index tracker's asset tickers)."""
+        return self.features
 
 
 @dataclass

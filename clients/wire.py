@@ -15,6 +15,12 @@ Examples
 (b'm', b'{"model":"m","id":"e1","x":[1.0,2.0],"y":0.5,"ts":0.0}')
 >>> encode_value(rollback("m", "r1", 3, ts=0.0))
 b'{"model":"m","id":"r1","type":"rollback","version":3,"ts":0.0}'
+
+``x`` is a list of ``dim`` numbers, or, for a model created with ``features``, an object
+``{name: value}`` (§1): :func:`dense` turns it into the list, names missing being 0.
+
+>>> dense({"b": 2.0}, feature_index(["a", "b", "c"]))
+[0.0, 2.0, 0.0]
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 # Field names (docs/events.md, the tables of §1-4).
@@ -47,6 +54,40 @@ LABEL_ID_PREFIX = "label:"  # deterministic: a label produced twice is deduped (
 CREATED_ID_PREFIX = "created:"
 
 
+def feature_index(features: Sequence[str]) -> dict[str, int]:
+    """Each feature name's position in ``x`` (the model's ``features`` order)."""
+    return {name: i for i, name in enumerate(features)}
+
+
+def dense(x: Mapping[str, float], index: Mapping[str, int]) -> list[float]:
+    """The list form of an object ``x`` (§1): names missing from it are 0. Raises
+    ``ValueError`` naming the names that are not features (the API's 422 and the worker's
+    dead-letter reason say the same)."""
+    row = [0.0] * len(index)
+    try:
+        for name, value in x.items():
+            row[index[name]] = value
+    except (KeyError, TypeError):  # TypeError: an unhashable name (not from JSON)
+        raise ValueError(unknown_features(x, index)) from None
+    return row
+
+
+def unknown_features(x: Mapping[str, float], index: Mapping[str, int]) -> str:
+    """Why ``x`` does not fit ``index``: its names that are not features (ten at most)."""
+    unknown = [repr(name) for name in x if not isinstance(name, str) or name not in index]
+    more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+    known = ", ".join(map(repr, islice(index, 10))) + (", ..." if len(index) > 10 else "")
+    return f"x names unknown features {', '.join(unknown[:10])}{more} (features: {known})"
+
+
+def no_features(dim: int) -> str:
+    """Why an object ``x`` cannot go to a model created without ``features``."""
+    return (
+        f"x is an object, but the model has no feature names: send x as a list of {dim}"
+        " numbers, or create the model with 'features'"
+    )
+
+
 def _ts(ts: float | None) -> float:
     return time.time() if ts is None else float(ts)  # every producer stamps "now" (§1)
 
@@ -54,7 +95,7 @@ def _ts(ts: float | None) -> float:
 def example(
     model: str,
     event_id: str,
-    x: Sequence[float],
+    x: Sequence[float] | Mapping[str, float],
     y: Any = None,
     *,
     ts: float | None = None,

@@ -44,11 +44,11 @@ def ensure_model(
     dim: int,
     params: dict[str, Any] | None = None,
     *,
-    assets: list[str] | None = None,
+    features: list[str] | None = None,
 ) -> None:
     """Create the model unless it exists: an example run again goes on learning it."""
     if not api.model_exists(model):
-        api.create_model(model, kind, dim, params, assets=assets)
+        api.create_model(model, kind, dim, params, features=features)
 
 
 def learn(api: Client, model: str, rounds: Sequence[tuple[Any, Any]]) -> int:

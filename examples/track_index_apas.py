@@ -23,7 +23,8 @@ args, model, api = start(__doc__, "sp500-apas", 2000)
 
 # %% 1. An APAS tracker over the 20 stocks, its features named by ticker.
 panel = load_dataset("sp500")  # skfolio's panel: daily returns, index return as the label
-ensure_model(api, model, "apas", panel.dim, {"lam": 0.01}, assets=list(panel.feature_names))
+features = list(panel.feature_names)
+ensure_model(api, model, "apas", panel.dim, {"lam": 0.01}, features=features)
 
 # %% 2. Stream the first N trading days through Kafka (key = model id, one id per event).
 days = list(panel.stream(limit=args.limit))
@@ -45,8 +46,9 @@ print(f"tracking error {figures['tracking_error']:.2e}, RMSE {figures['rmse']:.2
 print(f"excess cumulative return {figures.get('excess_cumulative_return', float('nan')):+.4f}")
 print("top holdings:", ", ".join(f"{a} {w:.1%}" for a, w in portfolio.top(5)))
 
-# %% 4. Tomorrow's index return if every stock rose 1%: the portfolio's return, 1%.
-tomorrow = api.predict(model, [0.01] * panel.dim)
+# %% 4. Tomorrow's index return if every stock rose 1%: the portfolio's return, 1%. The
+# model's features are the tickers, so x may name them (a ticker left out would be 0).
+tomorrow = api.predict(model, dict.fromkeys(features, 0.01))
 print(f"predicted index return {tomorrow.value:.4f} (model version {tomorrow.model_version})")
 
 print(json.dumps({"model": model, **figures, "weights_sum": sum(portfolio.weights.values())}))

@@ -96,12 +96,22 @@ def test_the_builders_write_what_docs_events_md_shows() -> None:
     built = [
         wire.example("sp500", "e-1", [0.01, -0.02, 0.003], 0.004, ts=1700000000.0),
         wire.example("sp500", "e-2", [0.01, -0.02, 0.003], None, ts=1700000001.0, hint=0.2),
+        wire.example("sp500", "e-3", {"AMZN": 0.003, "AAPL": 0.01}, 0.004, ts=1700000002.0),
         wire.register("t1", "block-7", [[1.0, 0.0], [0.0, 1.0]], ts=1700000002.0),
         wire.rollback("sp500", "9f0c2d...", 42, ts=1700000003.0),
         wire.created("sp500", "5b1e0c..."),
     ]
     # same fields, values and order (order: the bytes of every producer stay the same)
     assert [list(e.items()) for e in built] == [list(e.items()) for e in _doc_examples()]
+
+
+def test_the_docs_named_example_maps_to_its_vector() -> None:
+    named = _doc_examples()[2]["x"]
+    assert isinstance(named, dict)
+    index = wire.feature_index(["AAPL", "MSFT", "AMZN"])
+    assert wire.dense(named, index) == [0.01, 0.0, 0.003]
+    key, value = wire.encode(_doc_examples()[2])
+    assert decode_event(key, value).x == named  # the worker's runtime maps it (its spec)
 
 
 def test_the_registry_marker_is_the_wire_marker() -> None:

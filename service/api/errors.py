@@ -22,7 +22,7 @@ from redis.exceptions import RedisError, SlotNotCoveredError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.api.broker import BrokerUnavailable
-from service.api.schemas import SPEC_DISCRIMINATOR
+from service.api.schemas import SPEC_DISCRIMINATOR, VECTOR_FORMS
 from service.api.serving import CheckpointUnreadable
 
 logger = logging.getLogger(__name__)
@@ -40,8 +40,17 @@ class NotSupported(Exception):
     """The model's learner lacks the capability the endpoint needs (409)."""
 
 
+def _form_tag(parts: list[str], i: int) -> bool:
+    """``parts[i]`` is the tag pydantic puts after a vector (its form, list or object:
+    ``schemas.VECTOR_FORMS``), which the client did not write."""
+    if i == 0 or parts[i] not in VECTOR_FORMS:
+        return False
+    return parts[i - 1] == "x" or (i > 1 and parts[i - 2] in ("instances", "vectors"))
+
+
 def _loc(loc: tuple[Any, ...]) -> str:
     parts = [str(p) for p in loc if p != "body"]
+    parts = [p for i, p in enumerate(parts) if not _form_tag(parts, i)]
     out = ""
     for p in parts:
         out += f"[{p}]" if p.isdigit() else (f".{p}" if out else p)

@@ -11,9 +11,11 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     PrivateAttr,
     StringConstraints,
+    Tag,
     WithJsonSchema,
     create_model,
     model_validator,
@@ -54,6 +56,37 @@ Vector = list[float]
 LearnedVector = list[Annotated[float, Bounded]]
 
 
+X_DOC = (
+    "The feature vector: a list of dim numbers, or, for a model created with `features`, an"
+    " object {name: number} (names left out are 0; an unknown name is a 422)."
+)
+#: The tags of a vector's two forms (pydantic puts them in an error's location).
+VECTOR_FORMS = ("list", "object")
+
+
+def _x_form(v: Any) -> str:
+    return "object" if isinstance(v, dict) else "list"
+
+
+def _list_or_object(as_list: Any, as_object: Any) -> Any:
+    """x as a list of numbers, or as an object ``{name: value}`` for a model with
+    ``features`` (docs/events.md §1); the form is told by the input, so an error names the
+    one the client sent."""
+    return Annotated[
+        Union[Annotated[as_list, Tag("list")], Annotated[as_object, Tag("object")]],  # noqa: UP007
+        Discriminator(_x_form),
+    ]
+
+
+if TYPE_CHECKING:
+    AnyVector = Vector | dict[str, float]
+    AnyLearnedVector = AnyVector
+else:
+    AnyVector = _list_or_object(Vector, dict[str, float])
+    AnyLearnedVector = _list_or_object(LearnedVector, dict[str, Annotated[float, Bounded]])
+FeatureName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
 class _Strict(BaseModel):
     # pydantic merges a subclass's model_config into this one: subclasses add only examples
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -77,7 +110,7 @@ class ModelSpec(_Strict):
                     "kind": "apas",
                     "dim": 3,
                     "params": {"lam": 0.1},
-                    "assets": ["AAPL", "MSFT", "AMZN"],
+                    "features": ["AAPL", "MSFT", "AMZN"],
                 },
             ]
         },
@@ -89,9 +122,17 @@ class ModelSpec(_Strict):
     params: dict[str, Any] = Field(
         default_factory=dict, description="Keyword hyperparameters of the learner."
     )
-    assets: list[str] | None = Field(
+    features: list[FeatureName] | None = Field(
         default=None,
-        description="Optional names of the dim features (index trackers: asset tickers).",
+        description="Optional names of the dim features, in x's order: x may then be an"
+        " object {name: value} (missing names are 0). An index tracker's are its assets.",
+    )
+    assets: list[FeatureName] | None = Field(
+        default=None,
+        exclude=True,  # stored and answered as `features`, the canonical form
+        json_schema_extra={"deprecated": True},  # (pydantic's `deprecated` warns on reads)
+        description="Deprecated: the earlier name of `features` (an index tracker's asset"
+        " tickers); if both are given they must be equal.",
     )
 
     # The home partition (docs/reliability.md, "Partitions"): set from a stored spec's
@@ -112,14 +153,17 @@ class ModelSpec(_Strict):
         return spec
 
     @model_validator(mode="after")
-    def _check_assets(self) -> ModelSpec:
-        if self.assets is not None:
-            if len(self.assets) != self.dim:
-                raise ValueError(
-                    f"assets must name all {self.dim} features, got {len(self.assets)}"
-                )
-            if len(set(self.assets)) != len(self.assets):
-                raise ValueError("asset names must be unique")
+    def _check_features(self) -> ModelSpec:
+        given = "features"
+        if self.assets is not None:  # the earlier name (a stored spec may still have it)
+            if self.features is not None and self.features != self.assets:
+                raise ValueError("features and assets (its earlier name) differ: give one")
+            self.features, self.assets, given = self.assets, None, "assets"
+        if self.features is not None:
+            if len(self.features) != self.dim:
+                raise ValueError(f"{given} must name all {self.dim}, got {len(self.features)}")
+            if len(set(self.features)) != len(self.features):
+                raise ValueError(f"{given}: names must be unique")
         return self
 
 
@@ -207,9 +251,9 @@ class PredictRequest(_Strict):
         },
     )
 
-    x: Vector | None = None
+    x: AnyVector | None = Field(None, description=X_DOC)
     hint: float | None = Field(None, description="Side information for learners that use it.")
-    instances: list[Vector] | None = None
+    instances: list[AnyVector] | None = None
     hints: list[float | None] | None = None
 
     @model_validator(mode="after")
@@ -227,7 +271,7 @@ class PredictRequest(_Strict):
             raise ValueError("'hints' goes with 'instances'; use 'hint' with 'x'")
         return self
 
-    def rows(self) -> tuple[list[Vector], list[float | None]]:
+    def rows(self) -> tuple[list[AnyVector], list[float | None]]:
         if self.x is not None:
             return [self.x], [self.hint]
         assert self.instances is not None
@@ -280,7 +324,7 @@ class EventIn(_Strict):
         description="Assigned when missing: derived from the Idempotency-Key header and the"
         " event's index (32 hex digits, the same on a retry), else a uuid4 hex.",
     )
-    x: LearnedVector
+    x: AnyLearnedVector = Field(description=X_DOC)
     y: Label | None = Field(None, description="null for an unlabelled vector.")
     hint: Annotated[float | None, Bounded] = None
     ts: float | None = Field(None, description="Event time, seconds since the epoch.")
@@ -333,7 +377,7 @@ class QuantifyRequest(_Strict):
         },
     )
 
-    instances: list[Vector] = Field(min_length=1)
+    instances: list[AnyVector] = Field(min_length=1)
     method: str = Field(
         DEFAULT_METHOD,
         description=f"Prevalence estimator, one of {', '.join(METHODS)}. The default"
@@ -367,8 +411,8 @@ class BlockRequest(_Strict):
     )
 
     id: EventId | None = Field(None, description="Idempotency key of the registration.")
-    vectors: list[LearnedVector] = Field(
-        min_length=1, description="The block's design vectors (T x d)."
+    vectors: list[AnyLearnedVector] = Field(
+        min_length=1, description="The block's design vectors (T x d; objects, as x may be)."
     )
 
 

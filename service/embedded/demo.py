@@ -49,10 +49,10 @@ def panel() -> tuple[list[str], np.ndarray, np.ndarray]:
 
 
 def demo_spec(tickers: list[str]) -> dict[str, Any]:
-    """The demo tracker; its assets are the tickers, so /portfolio and /dashboard name them."""
+    """The demo tracker; its features are the tickers, so /portfolio and /dashboard name them."""
     kind = "apas" if "apas" in learners.REGISTRY else "pa"
     dim = len(tickers)
-    spec = {"id": MODEL_ID, "kind": kind, "dim": dim, "params": {}, "assets": list(tickers)}
+    spec = {"id": MODEL_ID, "kind": kind, "dim": dim, "params": {}, "features": list(tickers)}
     learners.build(kind, dim)  # fail here, loudly, if the spec is not valid
     return spec
 

@@ -41,9 +41,9 @@ def is_index_tracker(kind: str) -> bool:
     )
 
 
-def asset_names(assets: Sequence[str] | None, dim: int) -> list[str]:
-    """A model's feature names: its spec's ``assets``, else ``x0``, ``x1``, ..."""
-    return list(assets) if assets else [f"x{i}" for i in range(dim)]
+def asset_names(features: Sequence[str] | None, dim: int) -> list[str]:
+    """An index tracker's asset names: its spec's ``features``, else ``x0``, ``x1``, ..."""
+    return list(features) if features else [f"x{i}" for i in range(dim)]
 
 
 def top_holdings(
@@ -56,13 +56,13 @@ def top_holdings(
 
 
 def of_model(
-    stats: RunningStats, learner: learners.Learner, assets: Sequence[str] | None
+    stats: RunningStats, learner: learners.Learner, features: Sequence[str] | None
 ) -> Figures:
     """What a checkpoint of this model carries (holdings for an index tracker)."""
     holdings: list[tuple[str, float]] = []
     if is_index_tracker(learner.kind):
         w = np.asarray(learner.weights, dtype=np.float64)  # type: ignore[attr-defined]
-        holdings = top_holdings(w, asset_names(assets, len(w)))
+        holdings = top_holdings(w, asset_names(features, len(w)))
     return Figures(_finite(stats.figures()), _finite(stats.last), holdings)
 
 

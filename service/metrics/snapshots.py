@@ -94,4 +94,5 @@ async def _read_legacy(
             except (StateCodecError, KeyError, ValueError, TypeError):
                 continue
             w = np.asarray(learner.weights, dtype=np.float64)  # type: ignore[attr-defined]
-            snap.holdings = figs.top_holdings(w, figs.asset_names(spec.get("assets"), len(w)))
+            names = figs.asset_names(registry.feature_names(spec), len(w))
+            snap.holdings = figs.top_holdings(w, names)

@@ -1,8 +1,11 @@
 """Model specs in Redis: ``model:{id}:spec`` (JSON) and the ``models`` set.
 
-A spec is the dict ``{"id": str, "kind": str, "dim": int, "params": {...}}``, stored as
-JSON. Validation against the learner's constructor is the caller's job (the API does it;
-``learners.build(kind, dim, **params)`` raises ``ValueError`` with a readable message).
+A spec is the dict ``{"id": str, "kind": str, "dim": int, "params": {...}}``, with
+``"features": [names]`` when the model names its features, stored as JSON. A spec stored
+before ``features`` existed may name an index tracker's features ``assets`` instead:
+:func:`feature_names` reads either. Validation against the learner's constructor is the
+caller's job (the API does it; ``learners.build(kind, dim, **params)`` raises
+``ValueError`` with a readable message).
 
 Every function is async and takes a ``redis.asyncio.Redis`` or ``RedisCluster``
 (``service.store.connect``; ``decode_responses`` either way) and a
@@ -38,6 +41,12 @@ from service.store.keys import Keys
 
 def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def feature_names(spec: dict[str, Any]) -> list[str] | None:
+    """A stored spec's feature names (``features``, else the earlier ``assets``), or None."""
+    names = spec.get("features") or spec.get("assets")
+    return [str(n) for n in names] if names else None
 
 
 def home_partition(spec: dict[str, Any]) -> int | None:

@@ -3,7 +3,8 @@
 The wire format (``docs/events.md``) is written once, in ``clients/wire.py``: producers
 build and encode records there, and this decoder reads its field and type names, so the two
 sides cannot drift (``tests/test_wire.py`` round-trips every shape). The record key is the
-model id; the value is an example ``{"model", "id", "x", "y", "ts"?, "hint"?}`` or a control
+model id; the value is an example ``{"model", "id", "x", "y", "ts"?, "hint"?}`` (``x`` a
+list, or an object of named numbers that the model's runtime maps by its spec) or a control
 event (``type`` ``register``, ``rollback`` or ``created``). Anything else raises
 :class:`InvalidEvent` whose ``reason`` goes to the dead-letter topic. Checks that need the
 model (dimension, label type) are the learner's, at ``learn`` time.
@@ -52,7 +53,7 @@ class InvalidEvent(ValueError):
 class Event:
     model: str
     id: str
-    x: list[float]
+    x: list[float] | dict[str, float]  # a dict: named x, mapped by ModelRuntime
     y: Any
     ts: float | None = None
     hint: float | None = None
@@ -183,12 +184,17 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
             vectors=_vectors(obj.get(VECTORS), model),
         )
     x = obj.get(X)
-    if not _numbers(x):
-        raise InvalidEvent("'x' must be a non-empty list of numbers", model)
-    if not _all_finite(x):
-        raise InvalidEvent("'x' must contain only finite numbers (no NaN or inf)", model)
-    if not _bounded(x):
-        raise InvalidEvent(f"'x' values must be {_BOUND}", model)
+    if _numbers(x):
+        if not _all_finite(x):
+            raise InvalidEvent("'x' must contain only finite numbers (no NaN or inf)", model)
+        if not _bounded(x):
+            raise InvalidEvent(f"'x' values must be {_BOUND}", model)
+    elif type(x) is dict:  # named x: the model's runtime maps it to the vector
+        _check_named(x, model)
+    else:
+        raise InvalidEvent(
+            "'x' must be a non-empty list of numbers, or an object {name: number}", model
+        )
     y = obj.get(Y)
     if y is not None and type(y) not in _LABEL_TYPES:
         raise InvalidEvent(f"'y' must be a number, a boolean or null, got {y!r}", model)
@@ -205,6 +211,18 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
         None if ts is None else _optional_number(obj, TS, model),
         None if hint is None else _optional_number(obj, HINT, model),
     )
+
+
+def _check_named(x: dict[str, Any], model: str) -> None:
+    """An object ``x`` (docs/events.md §1): the same checks on its values as on a list's;
+    which names the model has is the runtime's check (it holds the spec)."""
+    values = list(x.values())
+    if not _NUMBER_TYPES.issuperset(map(type, values)):
+        raise InvalidEvent("'x' as an object must map names to numbers", model)
+    if not _all_finite(values):
+        raise InvalidEvent("'x' must contain only finite numbers (no NaN or inf)", model)
+    if values and not _bounded(values):
+        raise InvalidEvent(f"'x' values must be {_BOUND}", model)
 
 
 def _vectors(v: Any, model: str) -> list[list[float]]:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 import learners
+from clients import wire
 from learners.base import StepReport
 from learners.codec import decode_state, encode_state
 from service.metrics import figures
@@ -38,6 +39,7 @@ from service.store.checkpoints import (
     id_hash,
     new_token,
 )
+from service.store.registry import feature_names
 from service.worker.events import Event
 from service.worker.ports import ModelStore
 from service.worker.undo import Undo, UnsafeState, check_finite
@@ -79,6 +81,7 @@ class ModelRuntime:
     # service/worker/divergence.py); its examples are skipped until a rollback or a new
     # incarnation, its stamp stays where it is
     halted: str | None = None
+    _features: dict[str, int] | None = None  # the spec's feature name -> position, once used
 
     @property
     def home(self) -> int | None:
@@ -193,9 +196,13 @@ class ModelRuntime:
             return DUPLICATE
         if event.type == "register":
             return self._register(event)
+        try:
+            x = self._vector(event)
+        except ValueError as exc:
+            return self._reject(f"model {self.model!r} rejected the event: {exc}")
         undo = Undo(self.learner, self.stats)
         try:
-            report = self.learner.learn(event.x, event.y, hint=event.hint)
+            report = self.learner.learn(x, event.y, hint=event.hint)
         except ValueError as exc:  # the base validates before touching state
             undo.restore(self)  # a no-op unless a step broke that contract
             return self._reject(f"model {self.model!r} rejected the event: {exc}")
@@ -203,7 +210,7 @@ class ModelRuntime:
             return self._fault(undo, "learning", exc)
         try:
             self.stats.update(
-                np.asarray(event.x, dtype=np.float64),
+                np.asarray(x, dtype=np.float64),
                 event.y,
                 report.prediction,
                 report.loss,
@@ -255,7 +262,10 @@ class ModelRuntime:
         if todo:
             undo = Undo(self.learner, self.stats)
             try:  # ragged rows (a wrong dimension) fail in np.array already
-                X = np.array([e.x for e in todo], dtype=np.float64)
+                rows = [e.x for e in todo]
+                if dict in set(map(type, rows)):  # named x; an unknown name raises here
+                    rows = [self._vector(e) for e in todo]
+                X = np.array(rows, dtype=np.float64)
                 reports = self._learn_batch(X, todo)
                 self.stats.update_many(X, [e.y for e in todo], reports)
                 check_finite(undo, self.learner, self.stats)
@@ -274,6 +284,19 @@ class ModelRuntime:
             out.append((outcome, ""))
         self._moved(last)
         return out
+
+    def _vector(self, event: Event) -> list[float]:
+        """The event's ``x`` as a list: an object (named x, docs/events.md §1) mapped by the
+        spec's ``features``. ``ValueError`` naming what does not fit."""
+        x = event.x
+        if type(x) is not dict:
+            return x  # type: ignore[return-value]
+        if self._features is None:
+            names = feature_names(self.spec)
+            if names is None:
+                raise ValueError(wire.no_features(int(self.spec["dim"])))
+            self._features = wire.feature_index(names)
+        return wire.dense(x, self._features)
 
     def _learn_batch(self, X: np.ndarray, todo: list[Event]) -> list[StepReport]:
         """``learn_many`` on the rows. Any failure (a refused batch, a step that stopped
@@ -371,7 +394,7 @@ class ModelRuntime:
             expected_token=self.token,
             stats=encode_state(self.stats.state()),
             figures=figures.encode(
-                figures.of_model(self.stats, self.learner, self.spec.get("assets"))
+                figures.of_model(self.stats, self.learner, feature_names(self.spec))
             ),
             new_ids=list(self.new_ids),
             rewind=self.rewind,

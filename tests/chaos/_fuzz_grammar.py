@@ -108,7 +108,18 @@ class Target:
 
     @property
     def spec(self) -> dict[str, Any]:
-        return {"id": self.model, "kind": self.kind, "dim": self.dim, "params": dict(self.params)}
+        return {
+            "id": self.model,
+            "kind": self.kind,
+            "dim": self.dim,
+            "params": dict(self.params),
+            "features": self.features,
+        }
+
+    @property
+    def features(self) -> list[str]:
+        """Its feature names: ``x`` may be an object (docs/events.md §1)."""
+        return [f"f{i}" for i in range(self.dim)]
 
 
 def target(kind: str, model: str, dim: int, *, block_rows: int = 0, seed: int = 0) -> Target:
@@ -186,6 +197,13 @@ class Grammar:
             return [self.moderate() for _ in range(self.t.dim)], False
         return [self.moderate() for _ in range(self.t.dim)], True
 
+    def named(self, x: list[Any]) -> dict[str, Any]:
+        """``x`` as an object, in a random order, some zeros left out (missing names are 0)."""
+        r = self.rng
+        pairs = [(n, v) for n, v in zip(self.t.features, x, strict=True) if v or r.random() < 0.5]
+        r.shuffle(pairs)
+        return dict(pairs)
+
     def good_y(self) -> Any:
         if self.t.labels:
             return self.rng.choice(self.t.labels)
@@ -201,6 +219,8 @@ class Grammar:
             "y": self.good_y(),
         }
         r = self.rng
+        if r.random() < 0.2:
+            body["x"] = self.named(x)
         if r.random() < 0.3:
             body["ts"] = round(1.7e9 + r.random() * 1e6, 3)
         if r.random() < 0.2:
@@ -265,6 +285,21 @@ class Grammar:
         return self.rec(
             body, f"id-{length}-chars", (VALID if sure else EITHER) if length <= 256 else INVALID
         )
+
+    def _named(self) -> Record:
+        """An object ``x``: valid, or naming a feature the model lacks, or a value that is
+        not a number."""
+        body, sure = self.good()
+        r = self.rng
+        x = body["x"] if isinstance(body["x"], dict) else self.named(body["x"])
+        how = r.choice(["valid", "unknown", "not-a-number"])
+        if how == "unknown":
+            x[r.choice(["zz", "f" + str(self.t.dim), "F0", ""])] = self.moderate()
+        elif how == "not-a-number":
+            x[r.choice(self.t.features)] = r.choice(["1", True, None, [1.0], {"v": 1}])
+        body["x"] = x
+        verdict = (VALID if sure else EITHER) if how == "valid" else INVALID
+        return self.rec(body, f"named-{how}", verdict)
 
     def _found1(self) -> Record:
         """The issue's record: finite, but every square overflows."""
@@ -358,10 +393,10 @@ class Grammar:
         bad: dict[str, tuple[Any, ...]] = {
             "model": (1, 1.5, True, [self.t.model], {"id": self.t.model}, ""),
             "id": (1, 1.5, True, [1], {}, ""),
-            "x": (
+            "x": (  # ({} is x as an object naming no feature: the zero vector, valid)
                 "abc",
                 1,
-                {},
+                {"f0": "1"},
                 [],
                 [[1.0] * self.t.dim],
                 [True] * self.t.dim,
@@ -586,6 +621,7 @@ class Grammar:
 CATEGORIES: list[tuple[str, int]] = [
     ("valid", 14),
     ("valid-unicode-id", 2),
+    ("named", 2),
     ("id-length", 1),
     ("found1", 1),
     ("edge-x", 3),

@@ -113,7 +113,8 @@ def extreme(ev: Event) -> bool:
     may be ruined by it: finite, but a later moderate event overflows it and is refused
     (docs/reliability.md, "The fault boundary"; the cases found are pinned in ``FOUND``).
     After one, the oracle asks a valid event only to be learned or to leave no trace."""
-    values: list[Any] = [*ev.x, *(v for row in ev.vectors or [] for v in row)]
+    x = ev.x.values() if isinstance(ev.x, dict) else ev.x  # a named x: its values
+    values: list[Any] = [*x, *(v for row in ev.vectors or [] for v in row)]
     values += [v for v in (ev.y, ev.hint) if isinstance(v, int | float) and type(v) is not bool]
     return any(abs(v) > 1e6 or 0 < abs(v) < 1e-9 for v in values)
 
@@ -447,6 +448,9 @@ def test_grammar_covers_the_issue() -> None:
         "deep-",
         "wrong-type-",
         "valid-unicode-id",
+        "named-valid",
+        "named-unknown",
+        "named-not-a-number",
         "duplicate-key-",
         "wrong-task-label",
         "wrong-dim",

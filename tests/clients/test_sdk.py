@@ -112,7 +112,9 @@ def test_predict_accepts_numpy_and_pandas(api: Client, pa_model: str) -> None:
     single = api.predict(pa_model, np.array([1.0, 0.0, -1.0]))
     assert isinstance(single.value, float)
     assert single.prediction_id and single.model_version == 0
-    frame = pd.DataFrame({"a": [1.0, 0.0], "b": [2.0, 1.0], "c": [0.5, 0.5]})
+    # integer column labels (a frame of an array): no names, sent as lists; a frame with
+    # string columns sends names (tests/clients/test_named_features.py)
+    frame = pd.DataFrame(np.array([[1.0, 2.0, 0.5], [0.0, 1.0, 0.5]]))
     batch = api.predict_batch(pa_model, frame)
     assert len(batch.predictions) == 2
     assert len({p.prediction_id for p in batch.predictions}) == 2

@@ -109,6 +109,10 @@ def test_model_list_carries_each_models_checkpoint_status(
         ({"kind": "pa", "dim": 5000}, "limit of 1000"),
         ({"kind": "pa", "dim": 2, "assets": ["A"]}, "assets must name all 2"),
         ({"kind": "pa", "dim": 2, "assets": ["A", "A"]}, "unique"),
+        ({"kind": "pa", "dim": 2, "features": ["A"]}, "features must name all 2"),
+        ({"kind": "pa", "dim": 2, "features": ["A", "A"]}, "unique"),
+        ({"kind": "pa", "dim": 2, "features": ["A", ""]}, "features[1]"),
+        ({"kind": "pa", "dim": 2, "features": ["A", "B"], "assets": ["B", "A"]}, "differ"),
         ({"kind": "pa"}, "dim"),
     ],
 )

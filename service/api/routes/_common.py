@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from clients import wire
 from service.api.errors import InvalidInput
 from service.api.schemas import ErrorResponse, ModelSpec
 from service.config import Settings
@@ -37,6 +38,29 @@ def check_vectors(
             raise InvalidInput(
                 f"{what}[{i}] must have dimension {spec.dim} (model {spec.id!r}), got {len(row)}"
             )
+
+
+def dense_rows(
+    spec: ModelSpec, rows: Sequence[Sequence[float] | Mapping[str, float]], what: str
+) -> list[Sequence[float]]:
+    """``rows`` in list form: an object ``x`` mapped by the model's ``features`` (missing
+    names are 0); ``InvalidInput`` (422) naming unknown names, or when the model has none."""
+    if all(type(r) is list for r in rows):
+        return rows  # type: ignore[return-value]
+    index = wire.feature_index(spec.features) if spec.features is not None else None
+    out: list[Sequence[float]] = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            out.append(row)
+            continue
+        where = what if what == "x" else f"{what}[{i}]"
+        if index is None:
+            raise InvalidInput(f"{where}: {wire.no_features(spec.dim)} (model {spec.id!r})")
+        try:
+            out.append(wire.dense(row, index))
+        except ValueError as exc:
+            raise InvalidInput(f"{where}: {exc} (model {spec.id!r})") from None
+    return out
 
 
 def jsonable(value: Any) -> Any:

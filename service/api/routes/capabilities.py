@@ -15,7 +15,7 @@ from clients import wire
 from learners.quantification import METHODS
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep
 from service.api.errors import InvalidInput, NotSupported
-from service.api.routes._common import check_vectors, errors, jsonable
+from service.api.routes._common import check_vectors, dense_rows, errors, jsonable
 from service.api.schemas import (
     BlockAccepted,
     BlockRequest,
@@ -59,10 +59,11 @@ async def quantify(
         raise _unsupported(model, "quantification", _kinds_with("quantify"))
     if body.method not in METHODS:  # the learner's own check, said before it runs
         raise InvalidInput(f"unknown method={body.method!r}; valid ones are {list(METHODS)}")
-    check_vectors(model, body.instances, settings, "instances")
+    rows = dense_rows(model, body.instances, "instances")
+    check_vectors(model, rows, settings, "instances")
     served = await cache.get(model)
     fn = served.learner.quantify  # type: ignore[attr-defined]
-    X = np.asarray(body.instances, dtype=np.float64)
+    X = np.asarray(rows, dtype=np.float64)
     prevalence = await run_in_threadpool(fn, X, method=body.method)
     return QuantifyResponse(
         prevalence=float(prevalence),
@@ -83,13 +84,14 @@ async def portfolio(
     cache: CacheDep,
     top: int = Query(10, ge=0, le=10_000, description="How many of the largest holdings."),
 ) -> PortfolioResponse:
-    """The index tracker's current portfolio, by asset name (``x0``... when unnamed)."""
+    """The index tracker's current portfolio, by asset name (its ``features``; ``x0``...
+    when unnamed)."""
     if not is_index_tracker(model.kind):
         kinds = sorted(k for k in learners.REGISTRY if is_index_tracker(k))
         raise _unsupported(model, "portfolios (index tracking)", kinds)
     served = await cache.get(model)
     w = [float(v) for v in served.learner.weights]  # type: ignore[attr-defined]
-    names = asset_names(model.assets, model.dim)
+    names = asset_names(model.features, model.dim)
     weights = dict(zip(names, w, strict=True))
     order = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
     return PortfolioResponse(
@@ -121,20 +123,21 @@ async def register_block(
     cls = learners.REGISTRY.get(model.kind)
     if cls is None or not callable(getattr(cls, "register", None)):
         raise _unsupported(model, "block registration", _kinds_with("register"))
-    check_vectors(model, body.vectors, settings, "vectors")
+    vectors = dense_rows(model, body.vectors, "vectors")
+    check_vectors(model, vectors, settings, "vectors")
     served = await cache.get(model)
     # Dry run on a copy, so a block the learner would refuse is a 422 here, not a dead letter.
     trial = learners.load_state(served.learner.state())
     try:
-        summary = await run_in_threadpool(trial.register, body.vectors)  # type: ignore[attr-defined]
+        summary = await run_in_threadpool(trial.register, vectors)  # type: ignore[attr-defined]
     except ValueError as exc:  # register's refusal of the block, in its words
         raise InvalidInput(str(exc)) from None
     event_id = body.id or uuid.uuid4().hex
-    record = wire.register(model.id, event_id, body.vectors)
+    record = wire.register(model.id, event_id, vectors)
     await producer.send_all(settings.events_topic, model.id, [record], partition=model.home)
     info = (
         {str(k): jsonable(v) for k, v in (summary or {}).items()}
         if isinstance(summary, dict)
         else {}
     )
-    return BlockAccepted(event_id=event_id, T=len(body.vectors), summary=info)
+    return BlockAccepted(event_id=event_id, T=len(vectors), summary=info)

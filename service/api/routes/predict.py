@@ -4,12 +4,13 @@ This is the API's hot path, kept lean after profiling (``benchmarks/predict.py``
 ``benchmarks/README.md``):
 
 * a plain request (a JSON object with numbers only: ``x`` with an optional ``hint``, or
-  ``instances`` with optional ``hints``) takes a fast path (``PredictRoute``): parsed by
-  orjson and checked by hand, without FastAPI's request/dependency/pydantic machinery,
-  which cost several times the rest of the request. Anything else (bad input, strings or
-  booleans for numbers, another content type, dependency overrides) goes through the
-  ordinary FastAPI handler below, so every error keeps its status, shape and message, and
-  the OpenAPI schema still documents ``PredictRequest``/``PredictResponse``;
+  ``instances`` with optional ``hints``; vectors as lists, not objects) takes a fast path
+  (``PredictRoute``): parsed by orjson and checked by hand, without FastAPI's
+  request/dependency/pydantic machinery, which cost several times the rest of the request.
+  Anything else (bad input, strings or booleans for numbers, named x, another content
+  type, dependency overrides) goes through the ordinary FastAPI handler below, so every
+  error keeps its status, shape and message, and the OpenAPI schema still documents
+  ``PredictRequest``/``PredictResponse``;
 * one Redis round trip (``RedisAccess.store_checked_predictions`` over the pipelined
   connection of ``service.api.redis_pipe``): the checkpoint version is read and the
   predictions are stored in one script, provided the stored spec is the one this process
@@ -34,9 +35,9 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Message, Receive, Scope, Send
 
-from service.api.deps import CacheDep, ModelIdPath
+from service.api.deps import CacheDep, ModelIdPath, get_model
 from service.api.redis_access import RedisAccess
-from service.api.routes._common import check_vectors, errors, jsonable
+from service.api.routes._common import check_vectors, dense_rows, errors, jsonable
 from service.api.schemas import ModelSpec, PredictRequest, PredictResponse
 from service.api.security import ReadKey, check_read_key
 from service.api.serving import KnownSpec, ModelCache, SpecMemo
@@ -265,7 +266,11 @@ router = APIRouter(prefix="/v1/models", tags=["predict"], route_class=PredictRou
 async def predict(
     model_id: ModelIdPath, body: PredictRequest, request: Request, cache: CacheDep
 ) -> Response:
-    """Predict for one vector (`x`) or a batch (`instances`) with the serving version."""
-    rows, hints = body.rows()
+    """Predict for one vector (`x`) or a batch (`instances`) with the serving version; a
+    vector may be an object `{name: value}` for a model with `features`."""
+    given, hints = body.rows()
     what = "x" if body.x is not None else "instances"
+    rows: Sequence[Sequence[float]] = given  # type: ignore[assignment]
+    if not all(type(r) is list for r in given):  # named x: the fast path takes lists only
+        rows = dense_rows(await get_model(model_id, request.state.store), given, what)
     return await serve_predictions(request, model_id, rows, hints, what, cache)
