@@ -39,6 +39,8 @@ from service.store.checkpoints import (
     new_token,
 )
 from service.worker.events import Event
+from service.worker.frame_apply import FrameOutcome, apply_frame
+from service.worker.frames import Frame
 from service.worker.ports import ModelStore
 from service.worker.undo import Undo, UnsafeState, check_finite
 
@@ -274,6 +276,11 @@ class ModelRuntime:
             out.append((outcome, ""))
         self._moved(last)
         return out
+
+    def handle_frame(self, frame: Frame, partition: int, offset: int) -> FrameOutcome:
+        """A frame's rows, as if sent one by one as JSON events, learned as one block; the
+        stamp moves once, onto the whole frame (``service/worker/frame_apply.py``)."""
+        return apply_frame(self, frame, partition, offset)
 
     def _learn_batch(self, X: np.ndarray, todo: list[Event]) -> list[StepReport]:
         """``learn_many`` on the rows. Any failure (a refused batch, a step that stopped

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
 import learners
+from clients.wire import FRAME_MAGIC
 from learners.codec import encode_state
 from service.store.checkpoints import ids_sum
 from service.worker.adapters.memory_log import MemoryBroker
@@ -30,15 +32,52 @@ class Expected:
 
 
 def _example_ok(ev: dict[str, Any]) -> bool:
-    """The decoder's checks that the sim's invalid events exercise (no ``x``)."""
+    """The decoder's checks that the sim's invalid events exercise (no ``x``, a value
+    over the bound)."""
     x = ev.get("x")
     return (
         isinstance(x, list)
         and bool(x)
         and all(
-            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in x
+            isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and math.isfinite(v)
+            and abs(v) <= 1e150
+            for v in x
         )
     )
+
+
+def frame_rows(value: bytes) -> list[dict[str, Any]]:
+    """A frame's rows as JSON events, read from docs/events.md §6 apart from the worker's
+    decoder (only what the sim's frames use: numeric labels, no hints)."""
+    _, _, _, flags, n, d, _, m_len, b_len = struct.unpack_from("<4sBBBxIIdII", value)
+    pos = 32 + m_len + (-m_len % 8)
+    model = value[32 : 32 + m_len].decode()
+    offsets = struct.unpack_from(f"<{n + 1}I", value, pos)
+    ids_at = pos + 4 * (n + 1)
+    ids = [
+        value[ids_at + a : ids_at + b].decode()
+        for a, b in zip(offsets[:-1], offsets[1:], strict=True)
+    ]
+    pos = ids_at + b_len + (-(4 * (n + 1) + b_len) % 8)
+    xs = struct.unpack_from(f"<{n * d}d", value, pos)
+    ys = struct.unpack_from(f"<{n}d", value, pos + 8 * n * d)
+    labelled = value[pos + 8 * n * d + 8 * n + (8 * n if flags & 1 else 0) :]
+    return [
+        {
+            "model": model,
+            "id": ids[i],
+            "x": list(xs[i * d : (i + 1) * d]),
+            "y": ys[i] if labelled[i] & 1 else None,
+        }
+        for i in range(n)
+    ]
+
+
+def events_of(value: bytes) -> list[dict[str, Any]]:
+    """The events a record carries: a frame's rows, or the one JSON event."""
+    return frame_rows(value) if value[:4] == FRAME_MAGIC else [json.loads(value)]
 
 
 def replay(spec: dict[str, Any], records: list[tuple[int, bytes]]) -> Expected:
@@ -47,22 +86,22 @@ def replay(spec: dict[str, Any], records: list[tuple[int, bytes]]) -> Expected:
     learner = learners.build(spec["kind"], spec["dim"], **spec.get("params", {}))
     out, seen = Expected(), set()
     for offset, value in records:
-        ev = json.loads(value)
-        if ev.get("model") != model or offset <= origin["offset"] or "type" in ev:
-            continue  # another model's, before the origin, or a marker / rollback
-        if not _example_ok(ev):
-            out.rejected += 1
-            continue
-        if ev["id"] in seen:
-            out.duplicate += 1
-            continue
-        try:
-            learner.learn(ev["x"], ev["y"], hint=ev.get("hint"))
-        except ValueError:
-            out.rejected += 1
-            continue
-        seen.add(ev["id"])
-        out.applied.append(ev["id"])
+        for ev in events_of(value):
+            if ev.get("model") != model or offset <= origin["offset"] or "type" in ev:
+                continue  # another model's, before the origin, or a marker / rollback
+            if not _example_ok(ev):
+                out.rejected += 1
+                continue
+            if ev["id"] in seen:
+                out.duplicate += 1
+                continue
+            try:
+                learner.learn(ev["x"], ev["y"], hint=ev.get("hint"))
+            except ValueError:
+                out.rejected += 1
+                continue
+            seen.add(ev["id"])
+            out.applied.append(ev["id"])
     out.state = encode_state(learner.state())
     return out
 
@@ -107,7 +146,7 @@ def check_truncated(
         spec = store.specs[model]
         home, marker = int(spec["origin"]["partition"]), spec["origin"]["event_id"]
         values = [v for p, v in history if p == home]
-        start = next(i for i, v in enumerate(values) if json.loads(v).get("id") == marker)
+        start = next(i for i, v in enumerate(values) if events_of(v)[0].get("id") == marker)
         ever = replay({**spec, "origin": {"offset": -1}}, list(enumerate(values[start + 1 :])))
         tp = TopicPartition(topic, home)
         now = replay(spec, [(r.offset, r.value or b"") for r in broker.records[tp]])
