@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     # how long an Idempotency-Key's request fingerprint is kept (a reused key with another
     # body is a 422 within it; docs/design.md, "Idempotency-Key")
     idempotency_ttl_s: int = Field(default=86_400, ge=1)
+    # how POST /v1/models/{id}/events produces a batch: one binary frame (docs/events.md §6)
+    # when the batch allows it (one ts for all), else JSON; "json": always one record each
+    events_wire_format: Literal["frame", "json"] = "frame"
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     max_dim: int = Field(default=100_000, ge=1)
     max_batch: int = Field(default=10_000, ge=1)

@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 import redis as redis_lib
 
+from tests._frames import record_events
+
 ROOT = Path(__file__).resolve().parents[2]
 # a stopping worker's own bound (worker_stop_timeout_s) plus this covers the interpreter's
 # start-up and exit; the deploy files leave at least this much too (tests/deploy)
@@ -226,8 +228,9 @@ def replay(specs: dict[str, dict[str, Any]], log: list[tuple[int, int, Any, byte
     seen: dict[str, set[str]] = {m: set() for m in specs}
     # a model created through the API lives on its origin's partition, after its origin
     origins = {m: s["origin"] for m, s in specs.items() if isinstance(s.get("origin"), dict)}
-    for partition, offset, _, value in log:
-        ev = json.loads(value)
+    for partition, offset, ev in (
+        (p, o, ev) for p, o, _, value in log for ev in record_events(value)
+    ):
         r = out.get(ev["model"])
         if r is None or ev.get("type") == "created":
             continue

@@ -7,19 +7,17 @@ does. An event before the model's ``created`` marker, or off its home partition,
 
 from __future__ import annotations
 
-import json
 import math
-import struct
 from dataclasses import dataclass, field
 from typing import Any
 
 import learners
-from clients.wire import FRAME_MAGIC
 from learners.codec import encode_state
 from service.store.checkpoints import ids_sum
 from service.worker.adapters.memory_log import MemoryBroker
 from service.worker.adapters.memory_store import MemoryStore
 from service.worker.ports import TopicPartition
+from tests._frames import record_events
 
 
 @dataclass
@@ -48,36 +46,7 @@ def _example_ok(ev: dict[str, Any]) -> bool:
     )
 
 
-def frame_rows(value: bytes) -> list[dict[str, Any]]:
-    """A frame's rows as JSON events, read from docs/events.md §6 apart from the worker's
-    decoder (only what the sim's frames use: numeric labels, no hints)."""
-    _, _, _, flags, n, d, _, m_len, b_len = struct.unpack_from("<4sBBBxIIdII", value)
-    pos = 32 + m_len + (-m_len % 8)
-    model = value[32 : 32 + m_len].decode()
-    offsets = struct.unpack_from(f"<{n + 1}I", value, pos)
-    ids_at = pos + 4 * (n + 1)
-    ids = [
-        value[ids_at + a : ids_at + b].decode()
-        for a, b in zip(offsets[:-1], offsets[1:], strict=True)
-    ]
-    pos = ids_at + b_len + (-(4 * (n + 1) + b_len) % 8)
-    xs = struct.unpack_from(f"<{n * d}d", value, pos)
-    ys = struct.unpack_from(f"<{n}d", value, pos + 8 * n * d)
-    labelled = value[pos + 8 * n * d + 8 * n + (8 * n if flags & 1 else 0) :]
-    return [
-        {
-            "model": model,
-            "id": ids[i],
-            "x": list(xs[i * d : (i + 1) * d]),
-            "y": ys[i] if labelled[i] & 1 else None,
-        }
-        for i in range(n)
-    ]
-
-
-def events_of(value: bytes) -> list[dict[str, Any]]:
-    """The events a record carries: a frame's rows, or the one JSON event."""
-    return frame_rows(value) if value[:4] == FRAME_MAGIC else [json.loads(value)]
+events_of = record_events  # a frame's rows, or the one JSON event
 
 
 def replay(spec: dict[str, Any], records: list[tuple[int, bytes]]) -> Expected:
