@@ -175,6 +175,29 @@ async def produce(settings: Any, events: Iterable[dict[str, Any]], *, raw: bool 
     return n
 
 
+def as_frames(events: list[dict[str, Any]], rows: int = 50) -> list[tuple[bytes, bytes]]:
+    """``events`` as frames (docs/events.md §6), ``raw`` records for ``produce``: each
+    model's events in their order, up to ``rows`` per frame."""
+    from clients.wire import encode_frame
+
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for e in events:
+        by_model.setdefault(e["model"], []).append(e)
+    out = []
+    for model, evs in by_model.items():
+        for i in range(0, len(evs), rows):
+            part = evs[i : i + rows]
+            value = encode_frame(
+                model,
+                [e["id"] for e in part],
+                [e["x"] for e in part],
+                [e["y"] for e in part],
+                [e.get("hint") for e in part],
+            )
+            out.append((model.encode(), value))
+    return out
+
+
 async def read_topic(settings: Any, topic: str) -> list[tuple[int, int, bytes | None, bytes]]:
     """Every record of ``topic`` as (partition, offset, key, value), per partition in order."""
     from aiokafka import AIOKafkaConsumer
