@@ -238,6 +238,7 @@ async def _handle_frame(
     st = w.stats
     n = len(frame)
     st.processed += n
+    w.checkpoint.pending += n - 1  # commit_every counts events: the frame's rows (note: 1)
     rt = w.models.get(frame.model)
     if rt is None:
         reason = failed.get(frame.model) or f"unknown model {frame.model!r}"

@@ -213,3 +213,19 @@ async def test_the_events_route_produces_one_frame_per_batch(make_settings, redi
     assert a.state == b.state and a.stats == b.stats and vars(a.counters) == vars(b.counters)
     assert b.counters.rejected == 3  # the unlabelled rows a regressor refuses
     await r.aclose()
+
+
+def test_the_events_route_sends_json_when_a_frame_cannot_carry_the_batch() -> None:
+    from service.api.routes.events import as_frame
+    from service.api.schemas import EventsRequest
+
+    def body(*events: dict[str, Any]) -> tuple[EventsRequest, list[dict[str, Any]]]:
+        req = EventsRequest.model_validate({"events": list(events)})
+        recs = [wire.example("m", f"e{i}", e.x, e.y, ts=e.ts) for i, e in enumerate(req.events)]
+        return req, recs
+
+    dense = as_frame("m", *body({"x": [1.0], "y": 1.0}, {"x": [2.0]}))
+    assert dense is not None and wire.is_frame(dense)
+    assert as_frame("m", *body({"x": [1.0], "ts": 1.0}, {"x": [2.0], "ts": 2.0})) is None
+    assert as_frame("m", *body({"x": [1.0], "y": True}, {"x": [2.0], "y": 1.0})) is None
+    assert as_frame("m", *body({"x": [1.0], "y": True}, {"x": [2.0], "y": False})) is not None
