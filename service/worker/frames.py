@@ -71,9 +71,8 @@ class Frame:
     def labels(self) -> list[Any]:
         """Row labels as the JSON decoder gives them: floats (booleans for a boolean
         frame), None where unlabelled."""
-        ys: list[Any] = (self.y != 0.0).tolist() if self.label_kind == LABEL_BOOL else (
-            self.y.tolist()
-        )
+        bools = self.label_kind == LABEL_BOOL
+        ys: list[Any] = (self.y != 0.0).tolist() if bools else self.y.tolist()
         if not self.labelled.all():
             for i in np.flatnonzero(~self.labelled).tolist():
                 ys[i] = None
@@ -94,13 +93,16 @@ class Frame:
         y: Any = None
         if self.labelled[i]:
             y = bool(self.y[i]) if self.label_kind == LABEL_BOOL else float(self.y[i])
-        hint = float(self.hints[i]) if self.hints is not None and self.has_hint is not None and (
-            self.has_hint[i]
-        ) else None
-        ts = 0.0 if self.ts is None else self.ts
-        event = wire.example(self.model, self.ids[i], self.X[i].tolist(), y, ts=ts, hint=hint)
-        if self.ts is None:
-            event[wire.TS] = None
+        hints = self.hint_list()
+        event = wire.example(
+            self.model,
+            self.ids[i],
+            self.X[i].tolist(),
+            y,
+            ts=0.0,
+            hint=None if hints is None else hints[i],
+        )
+        event[wire.TS] = self.ts  # None stays None (wire.example would stamp "now")
         return event
 
 
