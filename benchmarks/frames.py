@@ -6,7 +6,8 @@ Per event, CPU time (best of ``--repeats``), one model, ``--rows`` rows per fram
 
 - decode: ``orjson.loads`` alone; the worker's JSON decoder (``decode_event``: parse and
   validate); ``decode_frame`` (structure, ids, per-row value checks, one copy of X); Arrow
-  IPC read to the same arrays (ids as a list of str, X as an n x d array), no checks;
+  IPC read to the same arrays (ids as a list of str, X as an n x d array) with the same
+  per-row checks and copy (Arrow's reader checks the structure);
 - decode + apply: the worker's per-model path without Kafka or checkpoints, ``pa`` at
   dimension d: ``decode_event`` + ``ModelRuntime.handle_many`` over the same rows against
   ``decode_frame`` + ``ModelRuntime.handle_frame``;
@@ -35,7 +36,7 @@ from benchmarks import _bench  # noqa: E402  (pins BLAS threads first)
 from benchmarks._report import markdown_table  # noqa: E402
 from clients import wire  # noqa: E402
 from service.worker.events import decode_event  # noqa: E402
-from service.worker.frames import decode_frame  # noqa: E402
+from service.worker.frames import Frame, _bad_rows, decode_frame  # noqa: E402
 from service.worker.runtime import ModelRuntime  # noqa: E402
 
 OUT = ROOT / "benchmarks/results/frames.md"
@@ -70,14 +71,22 @@ def _arrow(ids: list[str], X: np.ndarray, y: np.ndarray) -> tuple[Callable[[byte
     blob = sink.getvalue().to_pybytes()
 
     def read(value: bytes) -> object:
+        # the same arrays as decode_frame, and the same per-row checks, for the same work
         t = pa.ipc.open_stream(value).read_all()
         xs = t.column("x").combine_chunks().flatten().to_numpy().reshape(n, d)
-        return (
+        frame = Frame(
+            "m",
             t.column("id").to_pylist(),
-            xs,
+            xs.copy(),
             t.column("y").to_numpy(),
             t.column("labelled").to_numpy(zero_copy_only=False),
+            None,
+            None,
+            wire.LABEL_NUMBER,
+            None,
         )
+        frame.bad = _bad_rows(frame)
+        return frame
 
     return read, blob
 

@@ -59,6 +59,19 @@ def test_boolean_labels_and_unicode_ids() -> None:
     assert f.ids == ["é", "日本", "x"] and f.labels() == [True, False, None]
 
 
+@pytest.mark.parametrize(
+    "ids",
+    [
+        ["e-0001", "e-0002", "e-0003"],  # one width: the fixed-width path
+        ["a\0", "b\0", "\0c"],  # one width with NULs: numpy's bytes would drop them
+        ["a", "bb", "ccc"],
+        ["é1", "é2", "é3"],  # one width in characters, not ASCII
+    ],
+)
+def test_ids_of_every_shape_round_trip(ids: list[str]) -> None:
+    assert decode_frame(b"m", _frame(ids=ids)).ids == ids
+
+
 def test_a_json_value_is_never_a_frame() -> None:
     assert not wire.is_frame(b'{"model":"m"}') and wire.is_frame(_frame())
     with pytest.raises(UnicodeDecodeError):

@@ -204,10 +204,16 @@ def _ids(value: bytes, at: int, n: int, b_len: int, model: str) -> list[str]:
         text = blob.decode()
     except UnicodeDecodeError:
         raise _structure("ids are not UTF-8 (or hold a lone surrogate)", model) from None
-    bounds = offsets.tolist()
-    if text.isascii():  # one byte per character: slice the decoded text
+    width = int(lengths[0])
+    if text.isascii() and b"\0" not in blob and (lengths == width).all():
+        # ids of one width (uuids, numbered ids): one fixed-width array, no slicing
+        # (no NUL: numpy's bytes type would drop trailing ones)
+        ids = list(map(bytes.decode, np.frombuffer(blob, f"S{width}").tolist()))
+    elif text.isascii():  # one byte per character: slice the decoded text
+        bounds = offsets.tolist()
         ids = list(map(text.__getitem__, map(slice, bounds[:-1], bounds[1:])))
     else:
+        bounds = offsets.tolist()
         raw = np.frombuffer(blob, np.uint8)
         if ((raw[offsets[:-1]] & 0xC0) == 0x80).any():
             raise _structure("an id offset splits a UTF-8 character", model)
