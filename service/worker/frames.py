@@ -93,15 +93,10 @@ class Frame:
         y: Any = None
         if self.labelled[i]:
             y = bool(self.y[i]) if self.label_kind == LABEL_BOOL else float(self.y[i])
-        hints = self.hint_list()
-        event = wire.example(
-            self.model,
-            self.ids[i],
-            self.X[i].tolist(),
-            y,
-            ts=0.0,
-            hint=None if hints is None else hints[i],
-        )
+        hint = None  # row i's alone: a frame refused whole dead-letters every row
+        if self.hints is not None and self.has_hint is not None and self.has_hint[i]:
+            hint = float(self.hints[i])
+        event = wire.example(self.model, self.ids[i], self.X[i].tolist(), y, ts=0.0, hint=hint)
         event[wire.TS] = self.ts  # None stays None (wire.example would stamp "now")
         return event
 

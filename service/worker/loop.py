@@ -119,7 +119,8 @@ async def process_batch(w: Worker, batch: Batch) -> None:
     Example events are gathered per model and learned with one ``learn_many`` call per
     model (``ModelRuntime.handle_many``); anything else (a control event, an invalid event,
     an unknown model) first learns what is gathered, then is handled alone, so every model
-    sees its events in log order and a rollback's seek-back drops the records after it.
+    sees its events in log order and a rollback's seek-back drops the records after it. A
+    frame (docs/events.md §6) is a block already: handled alone too, its rows as events.
     """
     next_offset = w.assignment.next_offset
     decoded: list[tuple[TopicPartition, Record, Event | Frame | InvalidEvent]] = []
