@@ -126,7 +126,8 @@ def encode(event: Mapping[str, Any]) -> tuple[bytes, bytes]:
 # 8-byte aligned offsets, all little-endian, so a reader takes each block as one array.
 FRAME_MAGIC = b"\x93OPF"  # 0x93 cannot start UTF-8 text, so no JSON value starts like this
 FRAME_VERSION = 1
-FRAME_HEADER = struct.Struct("<4sBBBxIIdII")  # magic, version, label kind, flags, n, d, ts, ...
+# magic, version, label kind, flags, reserved (0), n, d, ts, model bytes, id bytes
+FRAME_HEADER = struct.Struct("<4sBBBBIIdII")
 LABEL_NUMBER, LABEL_BOOL = 0, 1
 FLAG_HINTS = 0x01  # header flags: the hints block is present
 ROW_LABELLED, ROW_HINT = 0x01, 0x02  # row flags
@@ -208,7 +209,7 @@ def encode_frame(
     np.cumsum([len(b) for b in encoded], out=offsets[1:])
     id_bytes = b"".join(encoded)
     header = FRAME_HEADER.pack(
-        FRAME_MAGIC, FRAME_VERSION, kind, flags, n, d, _ts(ts), len(model_b), len(id_bytes)
+        FRAME_MAGIC, FRAME_VERSION, kind, flags, 0, n, d, _ts(ts), len(model_b), len(id_bytes)
     )
     ids_block = offsets.tobytes() + id_bytes
     return b"".join(

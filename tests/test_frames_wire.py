@@ -88,6 +88,7 @@ def test_a_json_value_is_never_a_frame() -> None:
         (lambda v: v[:4] + b"\x02" + v[5:], "version 2 is not supported"),
         (lambda v: v[:5] + b"\x07" + v[6:], "label kind 7"),
         (lambda v: v[:6] + b"\x80" + v[7:], "unknown header flags"),
+        (lambda v: v[:7] + b"\x01" + v[8:], "reserved byte 1"),
         (lambda v: v[:8] + struct.pack("<I", 0) + v[12:], "rows must be"),
         (lambda v: v[:12] + struct.pack("<I", 3) + v[16:], "layout takes"),  # wrong shape
         (lambda v: v[:16] + struct.pack("<d", math.inf) + v[24:], "'ts' must be finite"),

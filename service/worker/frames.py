@@ -119,7 +119,7 @@ def _decode(key: bytes | None, value: bytes) -> Frame:
     size = len(value)
     if size < FRAME_HEADER.size:
         raise _structure(f"{size} bytes is shorter than the {FRAME_HEADER.size}-byte header")
-    magic, version, kind, flags, n, d, ts, m_len, b_len = FRAME_HEADER.unpack_from(value)
+    magic, version, kind, flags, reserved, n, d, ts, m_len, b_len = FRAME_HEADER.unpack_from(value)
     if magic != FRAME_MAGIC:
         raise _structure(f"magic {magic!r} is not {FRAME_MAGIC!r}")
     if version != FRAME_VERSION:
@@ -140,8 +140,8 @@ def _decode(key: bytes | None, value: bytes) -> Frame:
         )
     if kind not in (LABEL_NUMBER, LABEL_BOOL):
         raise _structure(f"label kind {kind} is not 0 (numbers) or 1 (booleans)", model)
-    if flags & ~FLAG_HINTS:
-        raise _structure(f"unknown header flags {flags:#04x}", model)
+    if flags & ~FLAG_HINTS or reserved:
+        raise _structure(f"unknown header flags {flags:#04x} (or reserved byte {reserved})", model)
     if not 1 <= n <= MAX_FRAME_ROWS or d < 1:
         raise _structure(f"shape {n} x {d}: rows must be 1-{MAX_FRAME_ROWS}, columns >= 1", model)
     pos += m_len + pad8(m_len)
@@ -252,7 +252,7 @@ def frame_event_id(value: bytes) -> str:
     """The id a stamp records for a frame record: its last row's id ("" when the frame
     cannot be read that far), read without decoding the rest."""
     try:
-        magic, version, _, _, n, _, _, m_len, b_len = FRAME_HEADER.unpack_from(value)
+        magic, version, _, _, _, n, _, _, m_len, b_len = FRAME_HEADER.unpack_from(value)
         if magic != FRAME_MAGIC or version != FRAME_VERSION or n < 1:
             return ""
         at = FRAME_HEADER.size + m_len + pad8(m_len)
