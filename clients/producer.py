@@ -1,4 +1,6 @@
-"""Kafka producer helper: events in docs/design.md's JSON, keyed by model id, batched.
+"""Kafka producer helper: events keyed by model id, batched; a batch of one model's
+examples travels as binary frames (docs/events.md §6, ``clients.wire.encode_frame``), one
+event as JSON (``send``, ``send_event``, or ``send_many(..., format="json")``).
 
 The key is the model id, so all of a model's events land on one partition (single writer).
 A model created through the API lives on one partition for life, its home (``partition``
@@ -15,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from clients import wire
@@ -24,6 +26,14 @@ from clients.errors import ConnectionFailedError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 EVENTS_TOPIC = "onlinepredict.events"
+FRAME_BYTES = 512 * 1024  # a frame's rows stay under this (Kafka's default record cap: 1 MiB)
+FORMATS = ("frame", "json")
+
+
+def frame_rows(dim: int) -> int:
+    """Rows per frame at dimension ``dim``: the frame stays under ``FRAME_BYTES`` with ids
+    of up to 64 bytes (a uuid4 takes 36)."""
+    return max(1, FRAME_BYTES // (8 * dim + 8 + 8 + 1 + 4 + 64))
 
 
 def default_bootstrap() -> str:
@@ -164,6 +174,24 @@ class EventProducer:
         await (await self.send_event(event))
         return event["id"]
 
+    async def send_frame(
+        self,
+        model: str,
+        ids: Sequence[str],
+        X: Any,
+        y: Sequence[Any] | None = None,
+        hints: Sequence[float | None] | None = None,
+    ) -> asyncio.Future[Any]:
+        """Queue one frame (``clients.wire.encode_frame``'s arguments); returns the delivery
+        future."""
+        value = wire.encode_frame(model, ids, X, y, hints)
+        return await self._require().send(
+            self.topic,
+            value=value,
+            key=wire.encode_key(model),
+            partition=self.partitions.get(model),
+        )
+
     async def send_many(
         self,
         model: str,
@@ -171,25 +199,67 @@ class EventProducer:
         y: Any = None,
         *,
         ids: Iterable[str | None] | None = None,
+        hints: Sequence[float | None] | None = None,
+        format: str = "frame",
     ) -> list[str]:
         """Send a batch (2-d array, DataFrame, rows or dicts) and wait for all
         acknowledgements. A DataFrame whose columns are strings sends each row as an object
         ``{column: value}`` (a model created with those ``features``).
 
-        ``y`` None sends unlabelled vectors. Returns the event ids in order.
+        ``y`` None sends unlabelled vectors. ``format`` "frame" (default) sends binary
+        frames of up to ``frame_rows(dim)`` rows each, "json" one JSON record per event;
+        the worker learns either bit for bit alike. Returns the event ids in order.
         """
+        if format not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
         rows = as_matrix(X)
         labels = as_labels(y, len(rows))
-        id_list = list(ids) if ids is not None else [None] * len(rows)
+        id_list: list[str | None] = list(ids) if ids is not None else [None] * len(rows)
         if len(id_list) != len(rows):
             raise ValueError(f"got {len(id_list)} ids for {len(rows)} vectors")
+        if hints is not None and len(hints) != len(rows):
+            raise ValueError(f"got {len(hints)} hints for {len(rows)} vectors")
+        if format == "frame" and rows:
+            return await self._send_frames(model, rows, labels, id_list, hints)
         events = [
-            make_event(model, row, label, id=eid)
-            for row, label, eid in zip(rows, labels, id_list, strict=True)
+            make_event(model, row, label, id=eid, **({} if h is None else {"hint": h}))
+            for row, label, eid, h in zip(
+                rows, labels, id_list, hints or [None] * len(rows), strict=True
+            )
         ]
         futures = [await self.send_event(e) for e in events]
         await asyncio.gather(*futures)
         return [e["id"] for e in events]
+
+    async def _send_frames(
+        self,
+        model: str,
+        rows: list[list[float]],
+        labels: list[Any],
+        id_list: list[str | None],
+        hints: Sequence[float | None] | None,
+    ) -> list[str]:
+        import numpy as np
+
+        X = np.array(rows, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError("every vector of a batch must have the same length")
+        if not np.isfinite(X).all():
+            raise ValueError("feature vector contains NaN or inf")
+        ids = [eid or str(uuid.uuid4()) for eid in id_list]
+        step = frame_rows(X.shape[1])
+        futures = [
+            await self.send_frame(
+                model,
+                ids[i : i + step],
+                X[i : i + step],
+                labels[i : i + step],
+                None if hints is None else hints[i : i + step],
+            )
+            for i in range(0, len(ids), step)
+        ]
+        await asyncio.gather(*futures)
+        return ids
 
     async def flush(self) -> None:
         """Wait until every queued event is delivered."""

@@ -108,6 +108,7 @@ async def _send_kafka(
     topic: str | None,
     rate: float | None,
     on_sent: Any,
+    wire_format: str = "frame",
 ) -> int:
     from clients.producer import EventProducer
 
@@ -115,7 +116,9 @@ async def _send_kafka(
     async with EventProducer(bootstrap, topic=topic) as producer:
         for chunk in chunks:
             await asyncio.sleep(pacer.delay(sent))
-            await producer.send_many(model, [x for x, _ in chunk], [y for _, y in chunk])
+            await producer.send_many(
+                model, [x for x, _ in chunk], [y for _, y in chunk], format=wire_format
+            )
             sent += len(chunk)
             on_sent(len(chunk))
     return sent
@@ -195,6 +198,12 @@ def replay(
         str | None, typer.Option("--target", help="CSV: the label column (default y/target/last).")
     ] = None,
     via: Annotated[str, typer.Option("--via", help="kafka or http.")] = "kafka",
+    wire_format: Annotated[
+        str,
+        typer.Option(
+            "--format", help="With --via kafka: 'frame' (binary, one record per send) or 'json'."
+        ),
+    ] = "frame",
     rate: Annotated[
         float | None, typer.Option("--rate", min=0.0, help="Events per second (default: max).")
     ] = None,
@@ -221,6 +230,8 @@ def replay(
     """Stream a data set into a model, wait until the workers learned it, print its metrics."""
     if via not in ("kafka", "http"):
         raise typer.BadParameter("--via must be 'kafka' or 'http'")
+    if wire_format not in ("frame", "json"):
+        raise typer.BadParameter("--format must be 'frame' or 'json'")
     from clients.datasets import load_dataset
 
     ds = load_dataset(dataset, target=target)
@@ -247,7 +258,9 @@ def replay(
             chunks = itertools.chain([first] if first else [], chunks)
             t0 = time.monotonic()
             if via == "kafka":
-                sent = asyncio.run(_send_kafka(chunks, model, bootstrap, topic, plan.rate, on_sent))
+                sent = asyncio.run(
+                    _send_kafka(chunks, model, bootstrap, topic, plan.rate, on_sent, wire_format)
+                )
             else:
                 sent = _send_http(api, chunks, model, plan.rate, on_sent)
             progress.update(task, total=sent, completed=sent)

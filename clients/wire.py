@@ -3,11 +3,11 @@ its records here, and the worker's decoder (``service/worker/events.py``) reads 
 field and type names.
 
 It lives in ``clients/`` because the SDK may not import ``service`` while the service may
-import ``clients`` (tests/test_layering.py), and it needs only the standard library, so
-importing it pulls in neither httpx nor aiokafka.
+import ``clients`` (tests/test_layering.py), and it needs only the standard library (numpy
+only inside ``encode_frame``), so importing it pulls in neither httpx nor aiokafka.
 
 A record's key is the model id (UTF-8), so one partition owns a model; its value is
-compact UTF-8 JSON.
+compact UTF-8 JSON (one event) or a binary frame (many examples of one model, §6).
 
 Examples
 --------
@@ -26,6 +26,7 @@ b'{"model":"m","id":"r1","type":"rollback","version":3,"ts":0.0}'
 from __future__ import annotations
 
 import json
+import struct
 import time
 from collections.abc import Mapping, Sequence
 from itertools import islice
@@ -159,3 +160,107 @@ def encode_value(event: Mapping[str, Any]) -> bytes:
 def encode(event: Mapping[str, Any]) -> tuple[bytes, bytes]:
     """(key, value) of one record."""
     return encode_key(str(event[MODEL])), encode_value(event)
+
+
+# ---- binary frames (docs/events.md §6) -----------------------------------------------------
+# One record carries many examples of one model: a fixed 32-byte header, then blocks at
+# 8-byte aligned offsets, all little-endian, so a reader takes each block as one array.
+FRAME_MAGIC = b"\x93OPF"  # 0x93 cannot start UTF-8 text, so no JSON value starts like this
+FRAME_VERSION = 1
+# magic, version, label kind, flags, reserved (0), n, d, ts, model bytes, id bytes
+FRAME_HEADER = struct.Struct("<4sBBBBIIdII")
+LABEL_NUMBER, LABEL_BOOL = 0, 1
+FLAG_HINTS = 0x01  # header flags: the hints block is present
+ROW_LABELLED, ROW_HINT = 0x01, 0x02  # row flags
+MAX_FRAME_ROWS = 1_000_000
+
+
+def pad8(n: int) -> int:
+    """Bytes of zero padding that bring ``n`` to a multiple of 8."""
+    return -n % 8
+
+
+def is_frame(value: bytes | None) -> bool:
+    return value is not None and value[:4] == FRAME_MAGIC
+
+
+def encode_frame(
+    model: str,
+    ids: Sequence[str],
+    X: Any,
+    y: Sequence[Any] | None = None,
+    hints: Sequence[float | None] | None = None,
+    *,
+    ts: float | None = None,
+) -> bytes:
+    """One record value carrying ``len(ids)`` examples of ``model`` (docs/events.md §6).
+
+    ``X`` is any 2-d float array-like (n x d); ``y`` None, or an entry None, means
+    unlabelled; labels are numbers, or all booleans (then sent as booleans); ``hints``
+    entries None mean no hint. ``ts`` (default: now) stamps every row. Raises
+    ``ValueError`` for what the worker would refuse as a whole (shapes, ids); values are
+    checked by the worker row by row, so a bad row is dead-lettered alone.
+
+    >>> v = encode_frame("m", ["a", "b"], [[1.0, 2.0], [3.0, 4.0]], [0.5, None], ts=0.0)
+    >>> v[:4], len(v)
+    (b'\\x93OPF', 106)
+    """
+    import numpy as np  # only frame producers pay for numpy
+
+    arr = np.ascontiguousarray(np.asarray(X, dtype="<f8"))
+    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ValueError(f"X must be a non-empty 2-d array (n x d), got shape {arr.shape}")
+    n, d = arr.shape
+    if n > MAX_FRAME_ROWS:
+        raise ValueError(f"a frame carries at most {MAX_FRAME_ROWS} rows, got {n}")
+    id_list = [str(i) for i in ids]
+    if len(id_list) != n:
+        raise ValueError(f"got {len(id_list)} ids for {n} rows")
+    if any(not 0 < len(i) <= MAX_ID_LEN for i in id_list):
+        raise ValueError(f"every id must be a non-empty string of at most {MAX_ID_LEN} chars")
+    encoded = [i.encode() for i in id_list]  # a lone surrogate raises UnicodeEncodeError
+    model_b = model.encode()
+    if not model_b:
+        raise ValueError("model must be a non-empty string")
+    labels = [None] * n if y is None else list(y)
+    hint_list = None if hints is None else list(hints)
+    if len(labels) != n or (hint_list is not None and len(hint_list) != n):
+        raise ValueError(f"y and hints must have one entry per row ({n})")
+    given = [v for v in labels if v is not None]
+    kind = LABEL_BOOL if given and all(isinstance(v, bool) for v in given) else LABEL_NUMBER
+    row_flags = np.zeros(n, dtype=np.uint8)
+    y_arr = np.zeros(n, dtype="<f8")
+    for i, v in enumerate(labels):
+        if v is not None:
+            if isinstance(v, bool) != (kind == LABEL_BOOL):
+                raise ValueError("labels must be all numbers or all booleans")
+            y_arr[i] = float(v)
+            row_flags[i] |= ROW_LABELLED
+    flags = 0
+    blocks = [arr.tobytes(), y_arr.tobytes()]
+    if hint_list is not None and any(h is not None for h in hint_list):
+        flags |= FLAG_HINTS
+        h_arr = np.zeros(n, dtype="<f8")
+        for i, h in enumerate(hint_list):
+            if h is not None:
+                h_arr[i] = float(h)
+                row_flags[i] |= ROW_HINT
+        blocks.append(h_arr.tobytes())
+    offsets = np.zeros(n + 1, dtype="<u4")
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    id_bytes = b"".join(encoded)
+    header = FRAME_HEADER.pack(
+        FRAME_MAGIC, FRAME_VERSION, kind, flags, 0, n, d, _ts(ts), len(model_b), len(id_bytes)
+    )
+    ids_block = offsets.tobytes() + id_bytes
+    return b"".join(
+        (
+            header,
+            model_b,
+            bytes(pad8(len(model_b))),
+            ids_block,
+            bytes(pad8(len(ids_block))),
+            *blocks,
+            row_flags.tobytes(),
+        )
+    )

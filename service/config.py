@@ -47,7 +47,7 @@ class Settings(BaseSettings):
     history_keep: int = Field(default=10, ge=0)  # checkpoints kept per model for rollback
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)  # 0 = no metrics server
     worker_metrics_host: str = "0.0.0.0"  # all interfaces: Prometheus scrapes from elsewhere
-    max_poll_records: int = Field(default=500, ge=1)  # events fetched per poll
+    max_poll_records: int = Field(default=500, ge=1)  # records per poll (a frame is one)
     # a dead worker's partitions move to the others after this long
     consumer_session_timeout_ms: int = Field(default=10_000, ge=1000)
     seen_ids_keep: int = Field(default=10_000, ge=0)  # recent event ids per model kept for dedupe
@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     # how long an Idempotency-Key's request fingerprint is kept (a reused key with another
     # body is a 422 within it; docs/design.md, "Idempotency-Key")
     idempotency_ttl_s: int = Field(default=86_400, ge=1)
+    # how POST /v1/models/{id}/events produces a batch: one binary frame (docs/events.md §6)
+    # when the batch allows it (one ts for all), else JSON; "json": always one record each
+    events_wire_format: Literal["frame", "json"] = "frame"
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     max_dim: int = Field(default=100_000, ge=1)
     max_batch: int = Field(default=10_000, ge=1)

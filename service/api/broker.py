@@ -62,17 +62,24 @@ class LazyProducer:
     ) -> list[tuple[int, int]]:
         """Produce ``events`` in order under one key (to ``partition`` when given: a model's
         home partition) and wait until every one is acked; their (partition, offset)s."""
+        values = [wire.encode_value(e) for e in events]
+        return await self.send_values(topic, key, values, partition=partition)
+
+    async def send_values(
+        self, topic: str, key: str, values: list[bytes], *, partition: int | None = None
+    ) -> list[tuple[int, int]]:
+        """``send_all`` for record values already encoded (a JSON event or a frame)."""
         producer = await self.get()
         try:
             async with asyncio.timeout(SEND_TIMEOUT_S):
                 futures = [
                     await producer.send(
                         topic,
-                        value=wire.encode_value(e),
+                        value=v,
                         key=wire.encode_key(key),
                         partition=partition,
                     )
-                    for e in events
+                    for v in values
                 ]
                 acks = await asyncio.gather(*futures)
         except (KafkaError, TimeoutError, OSError) as exc:

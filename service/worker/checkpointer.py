@@ -40,7 +40,8 @@ class Checkpointer:
         self.pending += 1
 
     def expired(self) -> bool:
-        """After ``commit_every`` records or ``commit_interval_s`` seconds with work."""
+        """After ``commit_every`` events (a frame counts its rows) or ``commit_interval_s``
+        seconds with work."""
         if not self.pending:
             return False
         st = self.ctx.settings

@@ -7,12 +7,14 @@ before committing, so a dead letter is never lost (it may be repeated after a cr
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import time
 from collections.abc import Awaitable
 from typing import Any
 
+from clients.wire import FRAME_MAGIC
 from service.worker.ports import Log, Record
 
 logger = logging.getLogger(__name__)
@@ -25,8 +27,19 @@ MAX_VALUE_CHARS = 16_384
 MAX_KEY_CHARS = 1_024
 
 
-def deadletter_value(record: Record, reason: str, worker: str) -> bytes:
+def deadletter_value(
+    record: Record, reason: str, worker: str, *, row: tuple[int, dict[str, Any]] | None = None
+) -> bytes:
+    """The letter for ``record``; with ``row`` = (index, event), for one row of a frame:
+    that row as a JSON event (docs/events.md §6), to inspect and re-send as it is. A frame
+    refused as a whole is carried base64-encoded (``value_base64``)."""
     raw = record.value
+    frame = raw is not None and raw[:4] == FRAME_MAGIC
+    if row is not None:
+        raw = json.dumps(row[1], separators=(",", ":")).encode()  # NaN stays readable
+    elif frame:
+        assert raw is not None
+        raw = base64.b64encode(raw)
     value = raw.decode(errors="replace") if raw is not None else None
     key = record.key.decode(errors="replace") if record.key is not None else None
     body: dict[str, Any] = {
@@ -39,6 +52,10 @@ def deadletter_value(record: Record, reason: str, worker: str) -> bytes:
         "worker": worker,
         "ts": time.time(),
     }
+    if row is not None:
+        body["frame_row"] = row[0]
+    elif frame:
+        body["value_base64"], body["value"] = body["value"], None
     if raw is not None and len(value or "") > MAX_VALUE_CHARS:
         body["value_truncated"] = True
         body["value_bytes"] = len(raw)
@@ -53,12 +70,15 @@ class DeadLetters:
         self.pending: list[Awaitable[Any]] = []
         self.sent = 0
 
-    async def send(self, record: Record, reason: str) -> None:
+    async def send(
+        self, record: Record, reason: str, row: tuple[int, dict[str, Any]] | None = None
+    ) -> None:
+        """Dead-letter ``record`` (or, with ``row``, one row of the frame it carries)."""
         logger.debug(
             "dead letter %s[%d]@%d: %s", record.topic, record.partition, record.offset, reason
         )
         fut = await self.log.produce(
-            self.topic, deadletter_value(record, reason, self.worker), record.key
+            self.topic, deadletter_value(record, reason, self.worker, row=row), record.key
         )
         self.pending.append(fut)
 

@@ -22,6 +22,7 @@ import orjson
 from clients.wire import (
     CONTROL_TYPES,
     CREATED,
+    FRAME_MAGIC,
     HINT,
     ID,
     MAX_ID_LEN,
@@ -237,7 +238,12 @@ def _vectors(v: Any, model: str) -> list[list[float]]:
 
 def raw_event_id(value: bytes | None) -> str:
     """The ``id`` string of a record value, valid or not ("" when it has none): the
-    event id a stamp records, and what the void-stamp check compares it with."""
+    event id a stamp records, and what the void-stamp check compares it with. A frame's
+    is its last row's id (docs/events.md §6)."""
+    if value is not None and value[:4] == FRAME_MAGIC:
+        from service.worker.frames import frame_event_id  # frames imports this module
+
+        return frame_event_id(value)
     try:
         obj = _loads(value) if value is not None else None
     except (ValueError, RecursionError, OverflowError):  # JSON and Unicode errors too

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import Protocol
 
+from clients.wire import FRAME_MAGIC
 from service.config import Settings
 from service.store.checkpoints import Stamp
 from service.worker.adapters.kafka_log import KafkaLog
@@ -31,6 +32,7 @@ from service.worker.deadletter import DeadLetters
 from service.worker.drain import Drain
 from service.worker.events import Event, InvalidEvent, decode_event, raw_event_id
 from service.worker.faults import Faults
+from service.worker.frames import Frame, decode_frame
 from service.worker.ports import Batch, Log, ModelStore, Record, StoreUnavailable, TopicPartition
 from service.worker.rebalance import Rebalance
 from service.worker.rollback import Rollback
@@ -117,10 +119,11 @@ async def process_batch(w: Worker, batch: Batch) -> None:
     Example events are gathered per model and learned with one ``learn_many`` call per
     model (``ModelRuntime.handle_many``); anything else (a control event, an invalid event,
     an unknown model) first learns what is gathered, then is handled alone, so every model
-    sees its events in log order and a rollback's seek-back drops the records after it.
+    sees its events in log order and a rollback's seek-back drops the records after it. A
+    frame (docs/events.md §6) is a block already: handled alone too, its rows as events.
     """
     next_offset = w.assignment.next_offset
-    decoded: list[tuple[TopicPartition, Record, Event | InvalidEvent]] = []
+    decoded: list[tuple[TopicPartition, Record, Event | Frame | InvalidEvent]] = []
     wanted: set[str] = set()
     for tp, records in batch.items():
         floor = next_offset.get(tp, 0)
@@ -131,7 +134,12 @@ async def process_batch(w: Worker, batch: Batch) -> None:
                 continue
             floor = next_offset[tp] = rec.offset + 1
             try:
-                ev: Event | InvalidEvent = decode_event(rec.key, rec.value)
+                value = rec.value
+                ev: Event | Frame | InvalidEvent = (
+                    decode_frame(rec.key, value)
+                    if value is not None and value[:4] == FRAME_MAGIC  # docs/events.md §6
+                    else decode_event(rec.key, value)
+                )
                 model: str | None = ev.model  # type: ignore[union-attr]
             except InvalidEvent as exc:
                 ev = exc
@@ -165,6 +173,9 @@ async def process_batch(w: Worker, batch: Batch) -> None:
         if type(ev) is Event and ev.type == "example" and ev.model in w.models:
             gathered.setdefault(ev.model, []).append((ev, tp.partition, rec.offset))
             by_offset[tp.partition, rec.offset] = rec
+        elif isinstance(ev, Frame):  # a block already: learned alone, in its log position
+            await _learn_gathered(w, gathered, by_offset)
+            await _handle_frame(w, tp, rec, ev, failed)
         else:
             await _learn_gathered(w, gathered, by_offset)
             await _handle(w, tp, rec, ev, failed)
@@ -172,17 +183,19 @@ async def process_batch(w: Worker, batch: Batch) -> None:
     await _learn_gathered(w, gathered, by_offset)
 
 
-def _not_its_stamp(w: Worker, tp: TopicPartition, rec: Record, ev: Event | InvalidEvent) -> bool:
+def _not_its_stamp(
+    w: Worker, tp: TopicPartition, rec: Record, ev: Event | Frame | InvalidEvent
+) -> bool:
     """Whether ``rec`` sits at its model's stamp with another event id: the log was cut
     and rewritten there (read when another model's lower stamp set the position)."""
-    model = ev.model if type(ev) is Event else None
+    model = ev.model if type(ev) is Event or type(ev) is Frame else None
     if isinstance(ev, InvalidEvent) and ev.model is not None and rec.key == ev.model.encode():
         model = ev.model
     rt = w.models.get(model) if model is not None else None
     s = rt.stamp if rt is not None and rt.halted is None else None  # a halted one's is void
     if s is None or s.offset != rec.offset or s.partition != tp.partition:
         return False
-    event_id = ev.id if type(ev) is Event else raw_event_id(rec.value)
+    event_id = ev.id if type(ev) is Event or type(ev) is Frame else raw_event_id(rec.value)
     return event_id != s.event_id
 
 
@@ -216,6 +229,37 @@ async def _learn_gathered(
             w.faults.hit("after_learn", applied)
     gathered.clear()
     records.clear()
+
+
+async def _handle_frame(
+    w: Worker, tp: TopicPartition, rec: Record, frame: Frame, failed: dict[str, str]
+) -> None:
+    """A frame: its rows counted as events, each refused row dead-lettered alone as a JSON
+    event with its reason (docs/reliability.md, "Frames")."""
+    st = w.stats
+    n = len(frame)
+    st.processed += n
+    w.checkpoint.pending += n - 1  # commit_every counts events: the frame's rows (note: 1)
+    rt = w.models.get(frame.model)
+    if rt is None:
+        reason = failed.get(frame.model) or f"unknown model {frame.model!r}"
+        rejected = [(i, reason) for i in range(n)]
+        applied = 0
+        elapsed = 0.0
+    else:
+        started = perf_counter()
+        out = rt.handle_frame(frame, tp.partition, rec.offset)
+        elapsed = perf_counter() - started
+        applied, rejected = out.applied, out.rejected
+        st.duplicate += out.duplicate
+        st.skipped += out.skipped
+    st.rejected += len(rejected)
+    for i, reason in rejected:
+        await w.deadletters.send(rec, reason, (i, frame.row_event(i)))
+    if applied and rt is not None:
+        st.applied += applied
+        w.metrics.update_histogram(rt.learner.kind).observe_many(elapsed / applied, applied)
+        w.faults.hit("after_learn", applied)
 
 
 async def _handle(

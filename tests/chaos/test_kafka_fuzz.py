@@ -1,9 +1,10 @@
 """Hostile records on the events topic: a fuzz producer interleaves random bytes,
 truncated JSON, wrong dimensions, NaN/inf, huge vectors, unknown models, wrong types,
-key/model mismatches, tombstones and duplicate ids with valid events. The worker process
-never stops, every bad record lands in the dead-letter topic with a reason (exactly those
-records: no valid one), every valid one is learned (state bit-identical to a replay of
-the valid events alone) and duplicate ids are dropped, not dead-lettered.
+broken binary frames, key/model mismatches, tombstones and duplicate ids with valid
+events. The worker process never stops, every bad record lands in the dead-letter topic
+with a reason (exactly those records: no valid one), every valid one is learned (state
+bit-identical to a replay of the valid events alone) and duplicate ids are dropped, not
+dead-lettered.
 
 Poison pills (records that would kill a naive worker on every restart at the same
 offset) are in ``test_poison_record_does_not_stop_the_worker``.
@@ -21,6 +22,7 @@ import pytest
 import redis as redis_lib
 
 import learners
+from clients import wire
 from learners.codec import encode_state
 from service.store.checkpoints import ids_sum
 from service.store.keys import Keys
@@ -58,7 +60,7 @@ def _hostile(rng: random.Random, good: dict[str, Any]) -> tuple[str, bytes | Non
     k = m.encode()
     dim = SPECS[m]["dim"]
     raw = json.dumps(good).encode()
-    choice = rng.randrange(20)
+    choice = rng.randrange(21)
     if choice == 0:
         return "random-bytes", k, rng.randbytes(rng.randrange(1, 400))
     if choice == 1:
@@ -101,6 +103,8 @@ def _hostile(rng: random.Random, good: dict[str, Any]) -> tuple[str, bytes | Non
     if choice == 16:
         label = 0.5 if m == "fz-cls" else True  # not a class label / a boolean regression target
         return "bad-label", k, _ev(m, x=[1.0] * dim, y=label)
+    if choice == 20:  # a binary frame (docs/events.md §6), one row so ``processed`` counts it once
+        return _hostile_frame(rng, m, dim)
     if choice == 18:
         return "deep-nesting", k, b"[" * rng.randrange(2_000, 200_000)
     if choice == 19:  # an integer beyond float range, in x, y or ts
@@ -108,6 +112,25 @@ def _hostile(rng: random.Random, good: dict[str, Any]) -> tuple[str, bytes | Non
         field = rng.choice([b'"x": [' + big + b"]", b'"x": [1], "y": ' + big, b'"ts": ' + big])
         return "huge-integer", k, b'{"model": "' + m.encode() + b'", "id": "h", ' + field + b"}"
     return "non-utf8", k, b'{"model": "' + m.encode() + b'", "id": "\xff\xfe", "x": [1]}'
+
+
+def _hostile_frame(rng: random.Random, m: str, dim: int) -> tuple[str, bytes, bytes]:
+    fid = [f"frame-{rng.random()}"]
+    ok = wire.encode_frame(m, fid, [[0.5] * dim], [1.0])
+    kind = rng.randrange(5)
+    if kind == 0:
+        return "frame-random-tail", m.encode(), wire.FRAME_MAGIC + rng.randbytes(rng.randrange(400))
+    if kind == 1:
+        return "frame-truncated", m.encode(), ok[: rng.randrange(4, len(ok))]
+    if kind == 2:
+        bad = rng.choice([float("nan"), float("inf"), 1e200])
+        return "frame-bad-value", m.encode(), wire.encode_frame(m, fid, [[bad] * dim], [1.0])
+    if kind == 3:
+        return "frame-wrong-dim", m.encode(), wire.encode_frame(m, fid, [[0.5] * (dim + 1)], [1.0])
+    v = bytearray(ok)
+    at = rng.choice([4, 7, *range(8, 16), *range(24, 32)])  # not ts, nor kind 0 -> 1 (valid)
+    v[at] ^= 1 << rng.randrange(8)  # a flipped header bit: version, reserved, n, d, lengths
+    return "frame-bad-header", m.encode(), bytes(v)
 
 
 def _stream(seed: int) -> tuple[list[tuple[bytes | None, bytes | None]], list[str], list]:

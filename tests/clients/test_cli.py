@@ -171,6 +171,32 @@ def test_replay_via_kafka_ends_with_the_models_figures(
     assert figures["cumulative_regret"] == pytest.approx(summary["cumulative_regret"])
 
 
+def test_replay_frames_and_json_teach_the_same(
+    cli_env: dict[str, str], api_url: str, workers: Any, tmp_path: Any
+) -> None:
+    """``replay --via kafka`` sends frames by default, ``--format json`` one record per
+    event: the two models end with the same figures and learner diagnostics, bit for bit."""
+    path = tmp_path / "stream.csv"
+    rows = ["a,b,c,y"] + [
+        f"{np.sin(i)},{np.cos(3 * i)},{(i % 11) / 10},{np.sin(i) - 2 * np.cos(3 * i)}"
+        for i in range(400)
+    ]
+    path.write_text("\n".join(rows) + "\n")
+    summaries = {}
+    for fmt in ("frame", "json"):
+        model = _id(f"cli-{fmt}")
+        summaries[fmt] = (model, _json(
+            cli("replay", str(path), "--model", model, "--kind", "pa", "--via", "kafka",
+                "--format", fmt, "--batch", "150", "--json", "--wait-timeout", "90",
+                env=cli_env)
+        ))  # fmt: skip
+    with Client(api_url, api_key="") as api:
+        snaps = {fmt: api.model_snapshot(model) for fmt, (model, _) in summaries.items()}
+    assert summaries["frame"][1]["events"] == summaries["json"][1]["events"] == 400
+    for part in ("counters", "figures", "diagnostics"):
+        assert snaps["frame"][part] and snaps["frame"][part] == snaps["json"][part], part
+
+
 def test_replay_csv_via_http_creates_the_model(
     cli_env: dict[str, str], workers: Any, tmp_path: Any
 ) -> None:

@@ -4,7 +4,6 @@ worker does (through ``service.store.checkpoints``), talk to Redis directly."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -18,6 +17,7 @@ from service.config import Settings
 from service.store import registry
 from service.store.checkpoints import CheckpointWrite, Counters, Stamp, write_checkpoints
 from service.store.keys import Keys
+from tests._frames import record_events
 
 
 def events_for(
@@ -41,9 +41,9 @@ def events_for(
                 batches = await consumer.getmany(timeout_ms=500)
                 for records in batches.values():
                     for r in records:
-                        event = json.loads(r.value)
-                        if r.key == model.encode() and event.get("type") != "created":
-                            found.append(event | {"_partition": r.partition})
+                        for event in record_events(r.value):
+                            if r.key == model.encode() and event.get("type") != "created":
+                                found.append(event | {"_partition": r.partition})
                 if until(found):
                     break
             return found

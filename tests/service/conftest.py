@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 import redis as redis_lib
 
+from tests._frames import record_events
+
 ROOT = Path(__file__).resolve().parents[2]
 # a stopping worker's own bound (worker_stop_timeout_s) plus this covers the interpreter's
 # start-up and exit; the deploy files leave at least this much too (tests/deploy)
@@ -173,6 +175,29 @@ async def produce(settings: Any, events: Iterable[dict[str, Any]], *, raw: bool 
     return n
 
 
+def as_frames(events: list[dict[str, Any]], rows: int = 50) -> list[tuple[bytes, bytes]]:
+    """``events`` as frames (docs/events.md §6), ``raw`` records for ``produce``: each
+    model's events in their order, up to ``rows`` per frame."""
+    from clients.wire import encode_frame
+
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for e in events:
+        by_model.setdefault(e["model"], []).append(e)
+    out = []
+    for model, evs in by_model.items():
+        for i in range(0, len(evs), rows):
+            part = evs[i : i + rows]
+            value = encode_frame(
+                model,
+                [e["id"] for e in part],
+                [e["x"] for e in part],
+                [e["y"] for e in part],
+                [e.get("hint") for e in part],
+            )
+            out.append((model.encode(), value))
+    return out
+
+
 async def read_topic(settings: Any, topic: str) -> list[tuple[int, int, bytes | None, bytes]]:
     """Every record of ``topic`` as (partition, offset, key, value), per partition in order."""
     from aiokafka import AIOKafkaConsumer
@@ -226,8 +251,9 @@ def replay(specs: dict[str, dict[str, Any]], log: list[tuple[int, int, Any, byte
     seen: dict[str, set[str]] = {m: set() for m in specs}
     # a model created through the API lives on its origin's partition, after its origin
     origins = {m: s["origin"] for m, s in specs.items() if isinstance(s.get("origin"), dict)}
-    for partition, offset, _, value in log:
-        ev = json.loads(value)
+    for partition, offset, ev in (
+        (p, o, ev) for p, o, _, value in log for ev in record_events(value)
+    ):
         r = out.get(ev["model"])
         if r is None or ev.get("type") == "created":
             continue

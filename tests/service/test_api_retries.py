@@ -22,6 +22,7 @@ import service.api.broker
 from service.api import create_app
 from service.config import Settings
 from service.embedded import free_port
+from tests._frames import record_events
 from tests.chaos._harness import ChaosBroker, start_chaos_broker
 from tests.service.conftest import ROOT, WorkerProcess, read_topic, run, settings_env, wait_for
 
@@ -45,12 +46,11 @@ def chaos(make_settings, tmp_path: Path) -> Iterator[tuple[ChaosBroker, Settings
 
 def model_records(settings: Settings, model: str) -> list[dict[str, Any]]:
     """The model's events on the topic (its creation marker left out)."""
-    import json
-
     records = [
-        json.loads(v)
+        ev
         for _, _, k, v in run(read_topic(settings, settings.events_topic))
         if k == model.encode()
+        for ev in record_events(v)
     ]
     return [r for r in records if r.get("type") != "created"]
 

@@ -11,27 +11,40 @@ from tests.sim.faults import parse
 from tests.sim.run import run_seed, schedule_of, shrink
 
 
-def violating_seeds(args: tuple[int, int, bool, bool]) -> list[tuple[int, list[str]]]:
-    """The failing seeds of a range."""
-    start, stop, truncation, strict = args
+def violating_seeds(
+    args: tuple[int, int, bool, bool] | tuple[int, int, bool, bool, bool],
+) -> list[tuple[int, list[str]]]:
+    """The failing seeds of a range (the fifth switch: frames in the stream)."""
+    start, stop, truncation, strict = args[:4]
+    frames = bool(args[4]) if len(args) > 4 else False  # type: ignore[misc]
     out = []
     for seed in range(start, stop):
-        res = run_seed(seed, truncation=truncation, strict_drain=strict)
+        res = run_seed(seed, truncation=truncation, strict_drain=strict, frames=frames)
         if res.violations:
             out.append((seed, res.violations))
     return out
 
 
-def reproduce(seed: int, truncation: bool = False, strict: bool = False, faults: str = "") -> str:
+def reproduce(
+    seed: int,
+    truncation: bool = False,
+    strict: bool = False,
+    faults: str = "",
+    frames: bool = False,
+) -> str:
     """The minimal reproduction of a failing seed, as text."""
-    switches = {"truncation": truncation, "strict_drain": strict}
+    switches = {"truncation": truncation, "strict_drain": strict, "frames": frames}
     schedule = parse(faults) if faults else schedule_of(seed, truncation)
     res = run_seed(seed, schedule, **switches)
     if not res.violations:
         return f"seed {seed}: ok ({res.events} events, faults {'; '.join(map(str, schedule))})"
     small = shrink(seed, schedule, **switches)
     again = run_seed(seed, small, **switches)
-    flags = (" --truncation" if truncation else "") + (" --strict-drain" if strict else "")
+    flags = (
+        (" --truncation" if truncation else "")
+        + (" --strict-drain" if strict else "")
+        + (" --frames" if frames else "")
+    )
     lines = [
         f"seed {seed}: VIOLATION",
         *(f"  {v}" for v in again.violations or res.violations),
@@ -57,15 +70,16 @@ def main() -> int:
     ap.add_argument(
         "--strict-drain", action="store_true", help="drain with no event after the faults"
     )
+    ap.add_argument("--frames", action="store_true", help="binary frames in the stream too")
     a = ap.parse_args()
     if a.seed is not None:
-        text = reproduce(a.seed, a.truncation, a.strict_drain, a.faults)
+        text = reproduce(a.seed, a.truncation, a.strict_drain, a.faults, a.frames)
         print(text)
         return 1 if "VIOLATION" in text else 0
     started = time.perf_counter()
     chunk = 200
     tasks = [
-        (s, min(s + chunk, a.start + a.seeds), a.truncation, a.strict_drain)
+        (s, min(s + chunk, a.start + a.seeds), a.truncation, a.strict_drain, a.frames)
         for s in range(a.start, a.start + a.seeds, chunk)
     ]
     failed: list[tuple[int, list[str]]] = []
@@ -76,7 +90,7 @@ def main() -> int:
     for seed, violations in failed[:10]:
         print(f"seed {seed}: {violations[0]}")
     if failed:
-        print("\n" + reproduce(failed[0][0], a.truncation, a.strict_drain))
+        print("\n" + reproduce(failed[0][0], a.truncation, a.strict_drain, "", a.frames))
     print(
         f"seeds run: {a.seeds} (from {a.start}); violations: {len(failed)} seeds;"
         f" time: {elapsed:.1f} s ({a.seeds / elapsed:.1f} seeds/s, {a.jobs} jobs)"

@@ -7,7 +7,6 @@ does. An event before the model's ``created`` marker, or off its home partition,
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +17,7 @@ from service.store.checkpoints import ids_sum
 from service.worker.adapters.memory_log import MemoryBroker
 from service.worker.adapters.memory_store import MemoryStore
 from service.worker.ports import TopicPartition
+from tests._frames import record_events
 
 
 @dataclass
@@ -30,15 +30,23 @@ class Expected:
 
 
 def _example_ok(ev: dict[str, Any]) -> bool:
-    """The decoder's checks that the sim's invalid events exercise (no ``x``)."""
+    """The decoder's checks that the sim's invalid events exercise (no ``x``, a value
+    over the bound)."""
     x = ev.get("x")
     return (
         isinstance(x, list)
         and bool(x)
         and all(
-            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in x
+            isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and math.isfinite(v)
+            and abs(v) <= 1e150
+            for v in x
         )
     )
+
+
+events_of = record_events  # a frame's rows, or the one JSON event
 
 
 def replay(spec: dict[str, Any], records: list[tuple[int, bytes]]) -> Expected:
@@ -47,22 +55,22 @@ def replay(spec: dict[str, Any], records: list[tuple[int, bytes]]) -> Expected:
     learner = learners.build(spec["kind"], spec["dim"], **spec.get("params", {}))
     out, seen = Expected(), set()
     for offset, value in records:
-        ev = json.loads(value)
-        if ev.get("model") != model or offset <= origin["offset"] or "type" in ev:
-            continue  # another model's, before the origin, or a marker / rollback
-        if not _example_ok(ev):
-            out.rejected += 1
-            continue
-        if ev["id"] in seen:
-            out.duplicate += 1
-            continue
-        try:
-            learner.learn(ev["x"], ev["y"], hint=ev.get("hint"))
-        except ValueError:
-            out.rejected += 1
-            continue
-        seen.add(ev["id"])
-        out.applied.append(ev["id"])
+        for ev in events_of(value):
+            if ev.get("model") != model or offset <= origin["offset"] or "type" in ev:
+                continue  # another model's, before the origin, or a marker / rollback
+            if not _example_ok(ev):
+                out.rejected += 1
+                continue
+            if ev["id"] in seen:
+                out.duplicate += 1
+                continue
+            try:
+                learner.learn(ev["x"], ev["y"], hint=ev.get("hint"))
+            except ValueError:
+                out.rejected += 1
+                continue
+            seen.add(ev["id"])
+            out.applied.append(ev["id"])
     out.state = encode_state(learner.state())
     return out
 
@@ -107,7 +115,7 @@ def check_truncated(
         spec = store.specs[model]
         home, marker = int(spec["origin"]["partition"]), spec["origin"]["event_id"]
         values = [v for p, v in history if p == home]
-        start = next(i for i, v in enumerate(values) if json.loads(v).get("id") == marker)
+        start = next(i for i, v in enumerate(values) if events_of(v)[0].get("id") == marker)
         ever = replay({**spec, "origin": {"offset": -1}}, list(enumerate(values[start + 1 :])))
         tp = TopicPartition(topic, home)
         now = replay(spec, [(r.offset, r.value or b"") for r in broker.records[tp]])

@@ -109,12 +109,13 @@ def run_seed(
     faults: list[Fault] | None = None,
     truncation: bool = False,
     strict_drain: bool = False,
+    frames: bool = False,
 ) -> Result:
     faults = schedule_of(seed, truncation) if faults is None else faults
     world_box: list[World] = []
 
     async def main() -> None:
-        world = World(seed, faults)
+        world = World(seed, faults, frames)
         world.strict_drain = strict_drain
         world_box.append(world)
         await _run(world)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from clients.wire import encode_frame
 from service.store.registry import created_marker, with_origin
 from service.worker.adapters.memory_log import MemoryBroker, MemoryRecord
 from service.worker.adapters.memory_store import MemoryStore
@@ -45,9 +46,17 @@ def _body(obj: dict[str, Any]) -> bytes:
 
 class Stream:
     def __init__(
-        self, seed: int, broker: MemoryBroker, store: MemoryStore, partitions: int
+        self,
+        seed: int,
+        broker: MemoryBroker,
+        store: MemoryStore,
+        partitions: int,
+        frames: bool = False,
     ) -> None:
         self.rng = random.Random(f"stream:{seed}")
+        # with ``frames``, a third of the examples (and of the invalid ones) travel as binary
+        # frames of 1-4 rows (docs/events.md §6), re-sent like any body
+        self.frames = frames
         self.broker = broker
         self.store = store
         self.partitions = partitions
@@ -151,7 +160,7 @@ class Stream:
                 ghost, _body({"model": ghost, "id": self._next_id(ghost), "x": [1.0], "y": 1})
             )
         else:
-            body = self._example(m)
+            body = self._frame(m) if self.frames and rng.random() < 0.35 else self._example(m)
             m.recent = [*m.recent[-9:], body]
             self._append(m.id, body)
 
@@ -161,7 +170,33 @@ class Stream:
         y: Any = rng.choice((-1, 1)) if m.kind == "pa-classifier" else round(rng.uniform(-3, 3), 3)
         return _body({"model": m.id, "id": self._next_id(m.id), "x": x, "y": y})
 
+    def _row(self, m: ModelPlan) -> tuple[list[float], Any]:
+        rng = self.rng
+        x = [round(rng.uniform(-2, 2), 3) for _ in range(m.dim)]
+        y: Any = rng.choice((-1, 1)) if m.kind == "pa-classifier" else round(rng.uniform(-3, 3), 3)
+        return x, y
+
+    def _frame(self, m: ModelPlan, bad: str = "") -> bytes:
+        """1-4 rows; sometimes an id twice (the second is a duplicate); ``bad``: one row over
+        the value bound (the decoder refuses that row), or every row one column too wide
+        (the learner refuses them all)."""
+        rng = self.rng
+        n = rng.randint(1, 4)
+        ids = [self._next_id(m.id) for _ in range(n)]
+        if n > 1 and rng.random() < 0.2:
+            ids[-1] = ids[0]
+        rows = [self._row(m) for _ in range(n)]
+        X = [x for x, _ in rows]
+        if bad == "value":
+            X[rng.randrange(n)][0] = 1e200
+        elif bad == "dim":
+            X = [[*x, 0.5] for x in X]
+        return encode_frame(m.id, ids, X, [y for _, y in rows], ts=0.0)
+
     def _invalid(self, m: ModelPlan) -> None:
+        if self.frames and self.rng.random() < 0.35:
+            self._append(m.id, self._frame(m, self.rng.choice(("value", "dim"))))
+            return
         event_id = self._next_id(m.id)
         if self.rng.random() < 0.5:  # the learner refuses it
             body = {"model": m.id, "id": event_id, "x": [0.5] * (m.dim + 1), "y": 1}

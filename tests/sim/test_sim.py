@@ -23,6 +23,21 @@ def test_seeds_hold_the_exactly_once_oracle() -> None:
     assert not failed, "\n".join(failed[:5])
 
 
+FRAME_SEEDS = 400
+
+
+def test_frame_seeds_hold_the_exactly_once_oracle() -> None:
+    """The same protocol with a third of the examples in binary frames (docs/events.md §6):
+    re-sent frames, ids twice in a frame, a bad row, a frame the learner refuses."""
+    ranges = [
+        (s, min(s + CHUNK, FRAME_SEEDS), False, False, True) for s in range(0, FRAME_SEEDS, CHUNK)
+    ]
+    with ProcessPoolExecutor(max_workers=2, mp_context=get_context("spawn")) as pool:
+        found = [hit for part in pool.map(violating_seeds, ranges) for hit in part]
+    failed = [f"seed {seed}: {v[0]} (make sim SEED={seed} SIM_FLAGS=--frames)" for seed, v in found]
+    assert not failed, "\n".join(failed[:5])
+
+
 def test_a_seed_replays_identically() -> None:
     a, b = run_seed(7), run_seed(7)
     assert (a.digest, a.trace, a.events) == (b.digest, b.trace, b.events)

@@ -77,7 +77,7 @@ class Node:
 
 
 class World:
-    def __init__(self, seed: int, faults: list[Fault]) -> None:
+    def __init__(self, seed: int, faults: list[Fault], frames: bool = False) -> None:
         rng = random.Random(f"world:{seed}")
         self.partitions = rng.randint(2, 4)
         self.steps = rng.randint(120, 240)
@@ -97,7 +97,7 @@ class World:
             seen_keep=self.settings.seen_ids_keep,
             clock=self.clock,
         )
-        self.stream = Stream(seed, self.broker, self.store, self.partitions)
+        self.stream = Stream(seed, self.broker, self.store, self.partitions, frames)
         self.stream.on_spec_change = self.snapshot_reset
         self.stream.resend = self.settings.seen_ids_keep >= 10_000
         self.sched = random.Random(f"sched:{seed}")

@@ -84,5 +84,30 @@ async def send_events(
         )
         for i, e in enumerate(body.events)
     ]
-    await producer.send_all(settings.events_topic, model.id, records, partition=model.home)
+    frame = as_frame(model.id, body, records) if settings.events_wire_format == "frame" else None
+    if frame is not None:
+        await producer.send_values(settings.events_topic, model.id, [frame], partition=model.home)
+    else:
+        await producer.send_all(settings.events_topic, model.id, records, partition=model.home)
     return Accepted(accepted=len(records), ids=[r["id"] for r in records])
+
+
+def as_frame(model: str, body: EventsRequest, records: list[dict[str, Any]]) -> bytes | None:
+    """The batch as one frame (docs/events.md §6), or None when a frame cannot carry it
+    as the JSON records would: several event times, or booleans mixed with numbers."""
+    times = {e.ts for e in body.events}
+    if len(times) != 1:
+        return None
+    labels = [r[wire.Y] for r in records]
+    given = [y for y in labels if y is not None]
+    if any(isinstance(y, bool) for y in given) and not all(isinstance(y, bool) for y in given):
+        return None
+    hints = [e.hint for e in body.events]
+    return wire.encode_frame(
+        model,
+        [r[wire.ID] for r in records],
+        [e.x for e in body.events],
+        labels,
+        hints if any(h is not None for h in hints) else None,
+        ts=times.pop(),
+    )

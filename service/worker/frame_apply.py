@@ -1,0 +1,150 @@
+"""Applying a frame to its model (``ModelRuntime.handle_frame``; docs/reliability.md,
+"Frames").
+
+A frame of n rows is handled as its n rows sent as JSON events in that order would be —
+the same outcomes, counters, seen ids, statistics and learner state, bit for bit — with
+one difference: the rows share the record's offset, so the stamp covers the frame as a
+whole. It moves once, onto (partition, offset, last row's id), after every row is decided;
+a checkpoint is only ever written between polled batches, so it never holds part of a
+frame, and a replay after a crash skips a checkpointed frame whole or decides it again
+whole.
+
+The rows are learned with one ``learn_many`` call over the block. When anything in it
+goes wrong (a row the learner refuses, a fault), the model is put back and the rows go
+one by one, which finds and rejects the bad ones; the rest are applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from service.store.checkpoints import Stamp
+from service.worker.frames import Frame
+from service.worker.undo import Undo, check_finite
+
+if TYPE_CHECKING:
+    from service.worker.runtime import ModelRuntime
+
+
+@dataclass(slots=True)
+class FrameOutcome:
+    applied: int = 0
+    duplicate: int = 0
+    skipped: int = 0
+    rejected: list[tuple[int, str]] = field(default_factory=list)  # (row, reason), in order
+    counted: bool = True  # False: rejected without touching the model (a foreign partition)
+
+
+def apply_frame(rt: ModelRuntime, frame: Frame, partition: int, offset: int) -> FrameOutcome:
+    n = len(frame)
+    if rt.skips(partition, offset):
+        return FrameOutcome(skipped=n)
+    foreign = rt.foreign(partition)
+    if foreign is not None:  # changes nothing, the counters included (as for one event)
+        return FrameOutcome(rejected=[(i, foreign) for i in range(n)], counted=False)
+    keep = rt.seen_keep
+    if (keep and n > keep) or frame.X.shape[1] != rt.learner.dim:
+        out = _one_by_one(rt, frame, range(n))  # the window turns over / the learner's words
+    else:
+        out = _block(rt, frame)
+    rt.stamp = Stamp(partition, offset, frame.id)
+    rt.dirty = True
+    return out
+
+
+def _block(rt: ModelRuntime, frame: Frame) -> FrameOutcome:
+    """Decide every row up front (bad, duplicate, to learn), learn the rest in one go."""
+    ids = frame.ids
+    n = len(ids)
+    keep = rt.seen_keep
+    bad = frame.bad
+    todo: list[int]
+    dup: list[int] = []
+    # the common case, checked at C level: no id seen before, none twice in the frame
+    fresh = keep == 0 or (len(set(ids)) == n and not any(map(rt.seen.__contains__, ids)))
+    if fresh:
+        todo = [i for i in range(n) if i not in bad] if bad else list(range(n))
+    else:  # handle_many's decision, row by row
+        todo = []
+        batch_ids: set[str] = set()
+        slack = keep - len(rt.seen)
+        for i, event_id in enumerate(ids):
+            if i in bad:
+                continue
+            if event_id in batch_ids or rt._still_seen(event_id, len(todo) - slack):
+                dup.append(i)
+            else:
+                todo.append(i)
+                batch_ids.add(event_id)
+    if todo:
+        whole = len(todo) == n
+        X = frame.X if whole else frame.X[todo]
+        ys_all = frame.labels()
+        hs_all = frame.hint_list()
+        ys = ys_all if whole else [ys_all[i] for i in todo]
+        hs = None if hs_all is None else (hs_all if whole else [hs_all[i] for i in todo])
+        undo = Undo(rt.learner, rt.stats)
+        try:
+            reports = rt.learner.learn_many(X, ys, hints=hs)
+            rt.stats.update_many(X, ys, reports)
+            check_finite(undo, rt.learner, rt.stats)
+        except Exception:  # a row the learner refuses, or a fault: find it row by row
+            undo.restore(rt)
+            return _one_by_one(rt, frame, range(n))
+    out = FrameOutcome()
+    dups = set(dup)
+    for i in range(n):  # the counters and the seen window, in row order
+        if i in bad:
+            rt.counters.rejected += 1
+            out.rejected.append((i, bad[i]))
+        elif i in dups:
+            rt.counters.duplicate += 1
+            out.duplicate += 1
+        else:
+            rt._applied(ids[i])
+            out.applied += 1
+    return out
+
+
+def _one_by_one(rt: ModelRuntime, frame: Frame, rows: range) -> FrameOutcome:
+    """``ModelRuntime.handle``'s decision and fault boundary for each row, in order."""
+    out = FrameOutcome()
+    ys = frame.labels()
+    hs = frame.hint_list()
+    for i in rows:
+        event_id = frame.ids[i]
+        reason = frame.bad.get(i)
+        if reason is not None:
+            rt.counters.rejected += 1
+            out.rejected.append((i, reason))
+            continue
+        if rt._still_seen(event_id, 0):
+            rt.counters.duplicate += 1
+            out.duplicate += 1
+            continue
+        x = frame.X[i]
+        y = ys[i]
+        hint = None if hs is None else hs[i]
+        undo = Undo(rt.learner, rt.stats)
+        try:
+            report = rt.learner.learn(x, y, hint=hint)
+        except ValueError as exc:
+            undo.restore(rt)
+            rt._reject(f"model {rt.model!r} rejected the event: {exc}")
+            out.rejected.append((i, rt.last_reason))
+            continue
+        except Exception as exc:
+            rt._fault(undo, "learning", exc)
+            out.rejected.append((i, rt.last_reason))
+            continue
+        try:
+            rt.stats.update(x, y, report.prediction, report.loss, report.diagnostics)
+            check_finite(undo, rt.learner, rt.stats)
+        except Exception as exc:
+            rt._fault(undo, "scoring", exc)
+            out.rejected.append((i, rt.last_reason))
+            continue
+        rt._applied(event_id)
+        out.applied += 1
+    return out
