@@ -18,7 +18,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from clients import wire
 from clients._vectors import as_label, as_labels, as_matrix, as_vector
@@ -207,7 +207,8 @@ class EventProducer:
         ``{column: value}`` (a model created with those ``features``).
 
         ``y`` None sends unlabelled vectors. ``format`` "frame" (default) sends binary
-        frames of up to ``frame_rows(dim)`` rows each, "json" one JSON record per event;
+        frames of up to ``frame_rows(dim)`` rows each (named rows go as JSON: a frame's
+        columns are positional), "json" one JSON record per event;
         the worker learns either bit for bit alike. Returns the event ids in order.
         """
         if format not in FORMATS:
@@ -219,8 +220,12 @@ class EventProducer:
             raise ValueError(f"got {len(id_list)} ids for {len(rows)} vectors")
         if hints is not None and len(hints) != len(rows):
             raise ValueError(f"got {len(hints)} hints for {len(rows)} vectors")
-        if format == "frame" and rows:
-            return await self._send_frames(model, rows, labels, id_list, hints)
+        # a frame's columns are positional: named rows (objects) go as JSON, which the
+        # worker maps by the model's features
+        if format == "frame" and rows and not any(isinstance(r, dict) for r in rows):
+            return await self._send_frames(
+                model, cast(list[list[float]], rows), labels, id_list, hints
+            )
         events = [
             make_event(model, row, label, id=eid, **({} if h is None else {"hint": h}))
             for row, label, eid, h in zip(

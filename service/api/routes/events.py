@@ -94,7 +94,8 @@ async def send_events(
 
 def as_frame(model: str, body: EventsRequest, records: list[dict[str, Any]]) -> bytes | None:
     """The batch as one frame (docs/events.md §6), or None when a frame cannot carry it
-    as the JSON records would: several event times, or booleans mixed with numbers."""
+    as the JSON records would: several event times, or booleans mixed with numbers. The
+    vectors are the records' (named ones already mapped to lists)."""
     times = {e.ts for e in body.events}
     if len(times) != 1:
         return None
@@ -106,7 +107,7 @@ def as_frame(model: str, body: EventsRequest, records: list[dict[str, Any]]) -> 
     return wire.encode_frame(
         model,
         [r[wire.ID] for r in records],
-        [e.x for e in body.events],
+        [r[wire.X] for r in records],
         labels,
         hints if any(h is not None for h in hints) else None,
         ts=times.pop(),
