@@ -156,6 +156,8 @@ class Learner:
     _constraints: ClassVar[dict[str, Constraint]] = {}
     #: the largest dimension a learner accepts (guards memory: some keep d x d matrices).
     max_dim: ClassVar[int] = 100_000
+    #: preprocessing step -> why this learner refuses it (``learners/preprocess.py``).
+    preprocess_refused: ClassVar[dict[str, str]] = {}
 
     dim: int
 
