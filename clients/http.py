@@ -242,14 +242,17 @@ class _Ops:
         params: dict[str, Any] | None = None,
         *,
         assets: list[str] | None = None,
+        preprocess: dict[str, Any] | None = None,
     ) -> Op[ModelInfo]:
         """``POST /v1/models``: create a model from a learner kind, a dimension and params.
 
-        ``assets`` optionally names the ``dim`` features (index trackers: tickers). Raises
+        ``assets`` optionally names the ``dim`` features (index trackers: tickers);
+        ``preprocess`` switches on steps inside the model (``{"standardize": True,
+        "intercept": True, "clip": 5.0}``, each optional). Raises
         `ValidationError` (422) with the learner constructor's message on a bad spec and
         `ConflictError` (409) when the id is taken. Not retried (not idempotent).
         """
-        spec = ModelSpec(model, kind, int(dim), dict(params or {}), assets)
+        spec = ModelSpec(model, kind, int(dim), dict(params or {}), assets, preprocess)
         return self._run(
             _Call("POST", "/v1/models", spec.to_json(), idempotent=False),
             lambda b: ModelInfo.from_json({**spec.to_json(), **(b or {})}),

@@ -38,11 +38,14 @@ class ModelSpec:
     dim: int
     params: dict[str, Any] = field(default_factory=dict)
     assets: list[str] | None = None
+    preprocess: dict[str, Any] | None = None  # e.g. {"standardize": True, "intercept": True}
 
     def to_json(self) -> dict[str, Any]:
         out = {"id": self.id, "kind": self.kind, "dim": int(self.dim), "params": self.params}
         if self.assets is not None:
             out["assets"] = list(self.assets)
+        if self.preprocess is not None:
+            out["preprocess"] = dict(self.preprocess)
         return out
 
 

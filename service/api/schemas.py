@@ -65,6 +65,17 @@ class ErrorResponse(BaseModel):
 
 
 # ---- models --------------------------------------------------------------------------------
+class PreprocessSpec(_Strict):
+    """Preprocessing inside the model (docs/design.md, "Preprocessing"), applied in this
+    order; a kind may refuse a step (422 naming the reason)."""
+
+    standardize: bool = Field(
+        False, description="Online standardisation with the statistics of the learned x."
+    )
+    clip: float | None = Field(None, gt=0, description="Clip each value to [-clip, clip].")
+    intercept: bool = Field(False, description="Append a constant 1 (the learner gets dim+1).")
+
+
 class ModelSpec(_Strict):
     """A model: learner ``kind``, feature dimension and the learner's hyperparameters."""
 
@@ -93,6 +104,7 @@ class ModelSpec(_Strict):
         default=None,
         description="Optional names of the dim features (index trackers: asset tickers).",
     )
+    preprocess: PreprocessSpec | None = Field(default=None, description=PreprocessSpec.__doc__)
 
     # The home partition (docs/reliability.md, "Partitions"): set from a stored spec's
     # origin, never from a request; None for a spec made before incarnations.
