@@ -158,6 +158,9 @@ class Learner:
     max_dim: ClassVar[int] = 100_000
     #: preprocessing step -> why this learner refuses it (``learners/preprocess.py``).
     preprocess_refused: ClassVar[dict[str, str]] = {}
+    #: the ``preprocess`` a model of this kind gets when its spec omits it (the service
+    #: applies it at creation; ``learners.build`` never does, so papers' setups stay bare).
+    preprocess_default: ClassVar[dict[str, Any] | None] = None
 
     dim: int
 
