@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -70,3 +71,21 @@ def test_a_refused_or_bad_preprocess_is_a_readable_422(
     r = client.post("/v1/models", json={"id": f"pre-bad-{uuid.uuid4().hex[:8]}", "dim": 3, **spec})
     assert r.status_code == 422, r.text
     assert words in r.text
+
+
+def test_the_fault_boundary_sees_a_non_finite_value_inside_the_wrapped_learner() -> None:
+    from service.worker.undo import Undo, UnsafeState, check_finite
+
+    model = learners.build("pa", 2, preprocess={"standardize": True, "intercept": True})
+    model.learn([1.0, 2.0], 1.0)
+    stats = _NoStats()
+    undo = Undo(model, stats)
+    check_finite(undo, model, stats)  # all finite: passes
+    model.inner.w_[0] = float("nan")  # type: ignore[attr-defined]
+    with pytest.raises(UnsafeState, match="'w_'"):
+        check_finite(undo, model, stats)
+    assert np.isfinite(undo.learner.inner.w_).all()  # the snapshot holds its own copy
+
+
+class _NoStats:
+    regret = None
