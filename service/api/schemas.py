@@ -181,8 +181,12 @@ def _preprocess_field(learner: type[learners.Learner]) -> tuple[Any, Any]:
         PreprocessSpec | None,
         Field(
             default_factory=lambda: PreprocessSpec(**default) if default else None,
-            description=f"Preprocessing inside the model; omitted: {json.dumps(default)}"
-            " (this kind's default), null: none.",
+            description=(
+                f"Preprocessing inside the model; omitted: {json.dumps(default)} (this kind's"
+                " default), null: none."
+                if default
+                else "Preprocessing inside the model; omitted or null: none."
+            ),
             json_schema_extra={"default": default},
         ),
     )
@@ -466,10 +470,7 @@ class Counters(BaseModel):
 ModelFigures = create_model(  # type: ignore[call-overload]
     "ModelFigures",
     __doc__="A model's running figures (the values /metrics exports for it).",
-    **{
-        name: (float | None, Field(None, description=help_))
-        for name, help_ in FIGURE_HELP.items()
-    },
+    **{name: (float | None, Field(None, description=help_)) for name, help_ in FIGURE_HELP.items()},
 )
 
 

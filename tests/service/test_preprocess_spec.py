@@ -89,3 +89,14 @@ def test_the_fault_boundary_sees_a_non_finite_value_inside_the_wrapped_learner()
 
 class _NoStats:
     regret = None
+
+
+def test_openapi_describes_preprocess_and_each_kinds_default(client: TestClient) -> None:
+    schema = client.get("/openapi.json").json()["components"]["schemas"]
+    pre = schema["PreprocessSpec"]
+    assert set(pre["properties"]) == {"standardize", "clip", "intercept"}
+    assert pre["additionalProperties"] is False
+    clip = next(a for a in pre["properties"]["clip"]["anyOf"] if a.get("type") == "number")
+    assert clip["exclusiveMinimum"] == 0
+    assert schema["ArowSpec"]["properties"]["preprocess"]["default"] == {"intercept": True}
+    assert schema["PaSpec"]["properties"]["preprocess"].get("default") is None
