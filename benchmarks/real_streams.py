@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import river
 from river import base as river_base
 from river import datasets, evaluate, linear_model, metrics, preprocessing
 
@@ -255,7 +256,7 @@ def main() -> None:
         return str(v)
 
     parts = [
-        f"river {__import__('river').__version__}; delays {', '.join(map(str, DELAYS))}"
+        f"river {river.__version__}; delays {', '.join(map(str, DELAYS))}"
         f" (events between prediction and label); run time {elapsed:.0f} s.\n"
     ]
     for name, res in table.items():
