@@ -205,13 +205,20 @@ class Preprocessed(Learner):
     # ---- the transform ---------------------------------------------------------------------
     def _transform(self, x: np.ndarray) -> np.ndarray:
         """The inner learner's input for ``x`` with the current statistics (a new array)."""
+        if self.options.standardize:
+            return self._transform_with(x, self.welford_n_, self.welford_mean_, self.welford_m2_)
+        return self._transform_with(x, 0, None, None)
+
+    def _transform_with(
+        self, x: np.ndarray, n: int, mean: np.ndarray | None, m2: np.ndarray | None
+    ) -> np.ndarray:
         opts, d = self.options, self.dim
         z = np.zeros(d + int(opts.intercept))
         if opts.standardize:
-            n = self.welford_n_
             if n:  # else every feature maps to 0, as one with sd 0 does
-                sd = np.sqrt(self.welford_m2_ / n)
-                np.divide(x - self.welford_mean_, sd, out=z[:d], where=sd > 0)
+                assert mean is not None and m2 is not None
+                sd = np.sqrt(m2 / n)
+                np.divide(x - mean, sd, out=z[:d], where=sd > 0)
         else:
             z[:d] = x
         if opts.clip is not None:
@@ -227,20 +234,17 @@ class Preprocessed(Learner):
             )
 
     def _transform_rows(self, rows: Sequence[np.ndarray]) -> np.ndarray:
-        """Each row's input as ``learn`` on each in turn would make it; state unchanged."""
+        """Each row's input as ``learn`` on each in turn would make it (the statistics
+        advanced on copies); the learner is not changed."""
         Z = np.empty((len(rows), self.dim + int(self.options.intercept)))
         if not self.options.standardize:
             for i, x in enumerate(rows):
-                Z[i] = self._transform(x)
+                Z[i] = self._transform_with(x, 0, None, None)
             return Z
-        saved = (self.welford_n_, self.welford_mean_, self.welford_m2_)
-        self.welford_mean_, self.welford_m2_ = saved[1].copy(), saved[2].copy()
-        try:
-            for i, x in enumerate(rows):
-                Z[i] = self._transform(x)
-                self._observe(x)
-        finally:
-            self.welford_n_, self.welford_mean_, self.welford_m2_ = saved
+        n, mean, m2 = self.welford_n_, self.welford_mean_.copy(), self.welford_m2_.copy()
+        for i, x in enumerate(rows):
+            Z[i] = self._transform_with(x, n, mean, m2)
+            n = welford_update(n, mean, m2, x)
         return Z
 
     # ---- the contract ----------------------------------------------------------------------
