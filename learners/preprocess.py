@@ -102,10 +102,19 @@ class PreprocessOptions:
             if reason is not None:
                 raise ValueError(f"{cls.kind}: preprocess {step!r} is not supported: {reason}")
 
+    def check_dim(self, cls: type[Learner], dim: Any) -> None:
+        """``cls``'s check of ``dim``, and room for the intercept column."""
+        cls._check_dim(dim)
+        if self.intercept and int(dim) >= cls.max_dim:
+            raise ValueError(
+                f"{cls.kind}: dim {dim} leaves no room for the intercept column"
+                f" (preprocess 'intercept' allows at most {cls.max_dim - 1})"
+            )
+
     def state_size(self, cls: type[Learner], dim: int, params: Mapping[str, Any]) -> StateSize:
         """The inner learner's declared state at its dimension plus the Welford statistics."""
         self.check_allowed(cls)
-        cls._check_dim(dim)
+        self.check_dim(cls, dim)
         inner = cls.state_size(dim + int(self.intercept), params)
         total, formula = inner.bytes, inner.formula
         if self.intercept:
@@ -177,7 +186,7 @@ class Preprocessed(Learner):
         params: Mapping[str, Any],
     ) -> None:
         options.check_allowed(inner_cls)
-        inner_cls._check_dim(dim)
+        options.check_dim(inner_cls, dim)
         self._setup(inner_cls(int(dim) + int(options.intercept), **params), options)
         if options.standardize:
             self.welford_n_ = 0

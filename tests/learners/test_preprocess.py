@@ -151,13 +151,15 @@ def test_interrupted_batch_advances_welford_by_the_rows_learned(monkeypatch) -> 
         ("pa", {"clip": 0}, "'clip' must be a positive"),
         ("pa", {"clip": float("inf")}, "'clip' must be a positive"),
         ("pa", [1], "must be an object"),
+        ("dvaw-ensemble", {"intercept": True}, "no room for the intercept column"),
     ],
 )
 def test_refusals_and_bad_options_are_clear(kind: str, pre: object, words: str) -> None:
+    dim = learners.REGISTRY[kind].max_dim if "room" in words else DIM
     with pytest.raises(ValueError, match=words):
-        learners.build(kind, DIM, preprocess=pre)
+        learners.build(kind, dim, preprocess=pre)
     with pytest.raises(ValueError, match=words):
-        learners.state_size(kind, DIM, None, pre)
+        learners.state_size(kind, dim, None, pre)
 
 
 @pytest.mark.parametrize("pre", [None, {}, {"standardize": False, "intercept": None}])
