@@ -100,3 +100,16 @@ def test_openapi_describes_preprocess_and_each_kinds_default(client: TestClient)
     assert clip["exclusiveMinimum"] == 0
     assert schema["ArowSpec"]["properties"]["preprocess"]["default"] == {"intercept": True}
     assert schema["PaSpec"]["properties"]["preprocess"].get("default") is None
+
+
+def test_the_state_budget_counts_the_standardisation_statistics(make_settings) -> None:  # type: ignore[no-untyped-def]
+    from service.api.errors import InvalidInput
+    from service.api.routes.models import check_state_budget
+    from service.api.schemas import ModelSpec
+
+    pre = {"standardize": True, "intercept": True}
+    spec = ModelSpec.model_validate({"id": "b", "kind": "pa", "dim": 300, "preprocess": pre})
+    need = learners.state_size("pa", 300, {}, pre).bytes
+    assert need == 8 * 301 + 16 * 300
+    with pytest.raises(InvalidInput, match="standardisation statistics"):
+        check_state_budget(spec, make_settings(max_state_bytes=need))  # + running statistics
