@@ -253,7 +253,7 @@ def main() -> None:
             return "n/a"
         if isinstance(v, float):
             return f"{v:.4g}" if math.isfinite(v) else "diverged"
-        return str(v)
+        return str(v).replace("|", "\\|")  # river's pipelines: not a column break
 
     parts = [
         f"river {river.__version__}; delays {', '.join(map(str, DELAYS))}"
