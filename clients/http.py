@@ -248,7 +248,8 @@ class _Ops:
 
         ``assets`` optionally names the ``dim`` features (index trackers: tickers);
         ``preprocess`` switches on steps inside the model (``{"standardize": True,
-        "intercept": True, "clip": 5.0}``, each optional). Raises
+        "intercept": True, "clip": 5.0}``, each optional); None sends nothing, so the kind's
+        default applies (an intercept for ``arow``), ``{}`` asks for none. Raises
         `ValidationError` (422) with the learner constructor's message on a bad spec and
         `ConflictError` (409) when the id is taken. Not retried (not idempotent).
         """
