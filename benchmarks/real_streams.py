@@ -7,8 +7,9 @@ ChickWeights and SP500Stocks (regression: MAE, RMSE); Phishing, Bananas and Shut
 (binary classification: accuracy, log loss where the model gives probabilities). Each
 stream runs with labels arriving at once (delay 0) and ``DELAY`` events late.
 
-Ours: each task's default kind (``TASK_DEFAULTS``) with and without in-model preprocessing
-(standardize + intercept), and the other seed learners with it. river's: its recommended
+Ours: each task's default kind (``TASK_DEFAULTS``) with the ``preprocess`` a new model of
+that kind gets, without it (the paper's setup) and with standardize + intercept; the other
+seed learners likewise. river's: its recommended
 pipelines, ``StandardScaler | LinearRegression``, ``| PARegressor``, ``| LogisticRegression``.
 
     python benchmarks/real_streams.py
@@ -157,13 +158,11 @@ def regressors() -> Iterable[tuple[str, Factory]]:
 
 
 def classifiers(pos: Any) -> Iterable[tuple[str, Factory]]:
-    default = TASK_DEFAULTS["classification"]
-    pre = default_preprocess(default)
-    yield default_label(default), lambda: OursClassifier(default, pre, pos)
-    if pre:
-        yield f"ours: {default} (paper: raw x)", lambda: OursClassifier(default, None, pos)
-    yield f"ours: {default} + standardize+intercept", lambda: OursClassifier(default, PRE, pos)
-    for kind in ("cw", "sop", "pa-classifier", "perceptron"):
+    for kind in (TASK_DEFAULTS["classification"], "cw", "sop", "pa-classifier", "perceptron"):
+        pre = default_preprocess(kind)
+        yield default_label(kind), lambda k=kind, p=pre: OursClassifier(k, p, pos)
+        if pre:
+            yield f"ours: {kind} (paper: raw x)", lambda k=kind: OursClassifier(k, None, pos)
         yield f"ours: {kind} + standardize+intercept", lambda k=kind: OursClassifier(k, PRE, pos)
     yield (
         "river: StandardScaler | LogisticRegression",

@@ -155,8 +155,6 @@ class AROW(BinaryClassifier):
     """
 
     kind: ClassVar[str] = "arow"
-    # benchmarks/README.md, "Defaults on real streams": a bias lets the threshold move
-    preprocess_default: ClassVar[dict[str, Any] | None] = {"intercept": True}
     _constraints: ClassVar[dict[str, Constraint]] = {
         "r": Interval(0.0, math.inf, closed="neither"),
         "diagonal": Options(DIAGONAL_OPTIONS),

@@ -108,7 +108,8 @@ class PreprocessOptions:
         if self.intercept and int(dim) >= cls.max_dim:
             raise ValueError(
                 f"{cls.kind}: dim {dim} leaves no room for the intercept column"
-                f" (preprocess 'intercept' allows at most {cls.max_dim - 1})"
+                f" (preprocess 'intercept' allows at most {cls.max_dim - 1};"
+                " a spec without it says \"preprocess\": null)"
             )
 
     def state_size(self, cls: type[Learner], dim: int, params: Mapping[str, Any]) -> StateSize:

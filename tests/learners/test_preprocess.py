@@ -206,3 +206,27 @@ def test_a_quantifier_quantifies_the_transformed_batch() -> None:
     assert model.quantify(X[:50]) == inner.quantify(Z)  # type: ignore[attr-defined]
     prevalence = model.window_prevalence()  # type: ignore[attr-defined]
     assert 0.0 <= prevalence <= 1.0 and prevalence == inner.window_prevalence()
+
+
+@pytest.mark.parametrize("kind", sorted(learners.REGISTRY))
+def test_every_kinds_default_preprocess_is_one_it_accepts(kind: str) -> None:
+    """A spec that omits ``preprocess`` gets the kind's default: it must build."""
+    cls = learners.REGISTRY[kind]
+    learners.build(kind, DIM, preprocess=cls.preprocess_default)  # raises if refused
+
+
+def test_the_binary_linear_classifiers_default_to_an_intercept() -> None:
+    from learners._classifier import BinaryClassifier
+
+    defaults = {
+        kind: cls.preprocess_default
+        for kind, cls in learners.REGISTRY.items()
+        if cls.preprocess_default is not None
+    }
+    expected = {
+        kind
+        for kind, cls in learners.REGISTRY.items()
+        if issubclass(cls, BinaryClassifier) and not cls.preprocess_refused
+    }
+    assert set(defaults) == expected and "arow" in expected
+    assert all(d == {"intercept": True} for d in defaults.values())

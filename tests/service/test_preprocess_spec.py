@@ -30,10 +30,12 @@ def create(client: TestClient, **spec: object) -> dict:  # type: ignore[type-arg
 
 
 def test_omitted_preprocess_is_the_kinds_declared_default(client: TestClient) -> None:
-    arow = create(client, kind="arow", dim=3)
-    assert learners.REGISTRY["arow"].preprocess_default == {"intercept": True}
-    assert arow["preprocess"] == {"standardize": False, "clip": None, "intercept": True}
+    for kind in ("arow", "perceptron"):
+        assert learners.REGISTRY[kind].preprocess_default == {"intercept": True}
+        got = create(client, kind=kind, dim=3)["preprocess"]
+        assert got == {"standardize": False, "clip": None, "intercept": True}
     assert create(client, kind="pa", dim=3)["preprocess"] is None
+    assert create(client, kind="transductive-logistic", dim=3)["preprocess"] is None
     assert create(client, kind="arow", dim=3, preprocess=None)["preprocess"] is None  # paper's
     # learners.build never applies it: reproductions build the bare learner
     assert type(learners.build("arow", 3)) is learners.REGISTRY["arow"]
@@ -61,6 +63,7 @@ def test_given_preprocess_is_stored_and_served(client: TestClient) -> None:
         ({"kind": "pa", "preprocess": {"clip": 0}}, "greater than 0"),
         ({"kind": "pa", "preprocess": {"scale": True}}, "Extra inputs are not permitted"),
         ({"kind": "pa", "preprocess": {"standardize": "yes"}}, "valid boolean"),  # not coerced
+        ({"kind": "perceptron", "dim": 100_000}, "no room for the intercept column"),
     ],
 )
 def test_a_refused_or_bad_preprocess_is_a_readable_422(
@@ -68,7 +71,8 @@ def test_a_refused_or_bad_preprocess_is_a_readable_422(
     spec: dict,
     words: str,  # type: ignore[type-arg]
 ) -> None:
-    r = client.post("/v1/models", json={"id": f"pre-bad-{uuid.uuid4().hex[:8]}", "dim": 3, **spec})
+    body = {"id": f"pre-bad-{uuid.uuid4().hex[:8]}", "dim": 3, **spec}
+    r = client.post("/v1/models", json=body)
     assert r.status_code == 422, r.text
     assert words in r.text
 
