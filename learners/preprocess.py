@@ -109,7 +109,7 @@ class PreprocessOptions:
             raise ValueError(
                 f"{cls.kind}: dim {dim} leaves no room for the intercept column"
                 f" (preprocess 'intercept' allows at most {cls.max_dim - 1};"
-                " a spec without it says \"preprocess\": null)"
+                ' a spec without it says "preprocess": null)'
             )
 
     def state_size(self, cls: type[Learner], dim: int, params: Mapping[str, Any]) -> StateSize:
@@ -365,6 +365,13 @@ class Preprocessed(Learner):
     @classmethod
     def from_state(cls, state: State) -> Learner:
         """Rebuild from ``state()``; it continues bit for bit identically."""
+        required = ["kind", "dim", "params", "preprocess"]
+        missing = [name for name in required if name not in state]
+        if not missing and '"standardize": true' in str(state["preprocess"]):
+            required = ["welford_n_", "welford_mean_", "welford_m2_"]
+            missing = [name for name in required if name not in state]
+        if missing:
+            raise ValueError(f"preprocessed state lacks {', '.join(missing)}")
         options = PreprocessOptions.parse(json.loads(str(state["preprocess"])))
         dim = int(state["dim"])
         inner_state: State = {

@@ -230,3 +230,12 @@ def test_the_binary_linear_classifiers_default_to_an_intercept() -> None:
     }
     assert set(defaults) == expected and "arow" in expected
     assert all(d == {"intercept": True} for d in defaults.values())
+
+
+@pytest.mark.parametrize("drop", ["welford_m2_", "welford_n_", "params", "dim"])
+def test_a_state_missing_a_field_is_a_value_error(drop: str) -> None:
+    model = learners.build("pa", DIM, preprocess=FULL)
+    state = model.state()
+    del state[drop]
+    with pytest.raises(ValueError, match=f"lacks {drop}"):
+        load_state(state)
