@@ -365,14 +365,10 @@ class Preprocessed(Learner):
     @classmethod
     def from_state(cls, state: State) -> Learner:
         """Rebuild from ``state()``; it continues bit for bit identically."""
-        required = ["kind", "dim", "params", "preprocess"]
-        missing = [name for name in required if name not in state]
-        if not missing and '"standardize": true' in str(state["preprocess"]):
-            required = ["welford_n_", "welford_mean_", "welford_m2_"]
-            missing = [name for name in required if name not in state]
-        if missing:
-            raise ValueError(f"preprocessed state lacks {', '.join(missing)}")
+        _require(state, ("kind", "dim", "params", "preprocess"))
         options = PreprocessOptions.parse(json.loads(str(state["preprocess"])))
+        if options.standardize:
+            _require(state, ("welford_n_", "welford_mean_", "welford_m2_"))
         dim = int(state["dim"])
         inner_state: State = {
             "kind": state["kind"],
@@ -397,6 +393,12 @@ class Preprocessed(Learner):
             learner.welford_mean_ = mean.astype(np.float64, copy=True)
             learner.welford_m2_ = m2.astype(np.float64, copy=True)
         return learner
+
+
+def _require(state: Mapping[str, Any], names: Sequence[str]) -> None:
+    missing = [name for name in names if name not in state]
+    if missing:
+        raise ValueError(f"preprocessed state lacks {', '.join(missing)}")
 
 
 def is_preprocessed_state(state: Mapping[str, Any]) -> bool:
