@@ -76,6 +76,9 @@ def models_create(
     if missing:
         raise typer.BadParameter(f"missing {', '.join(missing)} (flags or --file)")
     with opts.client() as api:
+        pre = spec.get("preprocess")
+        if "preprocess" in spec and pre is None:
+            pre = {}  # the file's null is none; the SDK's None means the kind's default
         info = api.create_model(
             str(model),
             str(kind),
@@ -83,6 +86,7 @@ def models_create(
             params,
             features=spec.get("features"),
             assets=spec.get("assets"),
+            preprocess=pre,
         )
     if opts.as_json:
         _print_json(info)

@@ -243,19 +243,23 @@ class _Ops:
         *,
         features: list[str] | None = None,
         assets: list[str] | None = None,
+        preprocess: dict[str, Any] | None = None,
     ) -> Op[ModelInfo]:
         """``POST /v1/models``: create a model from a learner kind, a dimension and params.
 
         ``features`` optionally names the ``dim`` features, in ``x``'s order; the model then
         takes ``x`` as a dict (or pandas row) of named values too. ``assets`` is their
-        earlier name (an index tracker's tickers). Raises `ValidationError` (422) with the
+        earlier name (an index tracker's tickers). ``preprocess`` switches on steps inside
+        the model (``{"standardize": True, "intercept": True, "clip": 5.0}``, each optional);
+        None sends nothing, so the kind's default applies (an intercept for the binary
+        classifiers), ``{}`` asks for none. Raises `ValidationError` (422) with the
         learner constructor's message on a bad spec and `ConflictError` (409) when the id is
         taken. Not retried (not idempotent).
         """
         if features is not None and assets is not None and list(features) != list(assets):
             raise ValueError("features and assets (their earlier name) differ: give one")
         names = features if features is not None else assets
-        spec = ModelSpec(model, kind, int(dim), dict(params or {}), names)
+        spec = ModelSpec(model, kind, int(dim), dict(params or {}), names, preprocess)
         return self._run(
             _Call("POST", "/v1/models", spec.to_json(), idempotent=False),
             lambda b: ModelInfo.from_json({**spec.to_json(), **(b or {})}),

@@ -39,11 +39,14 @@ class ModelSpec:
     dim: int
     params: dict[str, Any] = field(default_factory=dict)
     features: list[str] | None = None  # names of x's features (an index tracker's assets)
+    preprocess: dict[str, Any] | None = None  # e.g. {"standardize": True, "intercept": True}
 
     def to_json(self) -> dict[str, Any]:
         out = {"id": self.id, "kind": self.kind, "dim": int(self.dim), "params": self.params}
         if self.features is not None:
             out["features"] = list(self.features)
+        if self.preprocess is not None:
+            out["preprocess"] = dict(self.preprocess)
         return out
 
 

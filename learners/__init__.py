@@ -15,8 +15,9 @@ import pkgutil
 
 from learners.base import REGISTRY, BatchInterrupted, Learner, Prediction, StateSize, StepReport
 from learners.codec import decode_state, encode_state
+from learners.preprocess import Preprocessed, PreprocessOptions, is_preprocessed_state, wrap
 
-_INFRA = {"base", "codec", "checks", "streams"}
+_INFRA = {"base", "codec", "checks", "streams", "preprocess"}
 #: a family's subpackage of offline references: neither it nor anything in it is imported.
 _OFFLINE = "offline"
 
@@ -44,21 +45,32 @@ def _learner_class(kind: str) -> type[Learner]:
         ) from None
 
 
-def build(kind: str, dim: int, **params: object) -> Learner:
-    """Build a learner from its spec; ``ValueError`` on an unknown kind or a bad parameter."""
+def build(kind: str, dim: int, preprocess: object = None, **params: object) -> Learner:
+    """Build a learner from its spec, behind the ``preprocess`` options when they switch a
+    step on (``learners/preprocess.py``); ``ValueError`` on an unknown kind, a bad
+    parameter, a bad option or a step the kind refuses."""
     cls = _learner_class(kind)
     cls._check_param_names(params)
-    return cls(dim, **params)
+    return wrap(cls, dim, preprocess, params)
 
 
-def state_size(kind: str, dim: int, params: dict[str, object] | None = None) -> StateSize:
-    """``Learner.state_size`` of the learner ``build(kind, dim, **params)`` would make,
-    without making it; a bad spec raises ``build``'s ``ValueError``."""
-    return _learner_class(kind).state_size(dim, params)
+def state_size(
+    kind: str, dim: int, params: dict[str, object] | None = None, preprocess: object = None
+) -> StateSize:
+    """``Learner.state_size`` of the learner ``build(kind, dim, preprocess, **params)`` would
+    make, without making it; a bad spec raises ``build``'s ``ValueError``."""
+    cls = _learner_class(kind)
+    options = PreprocessOptions.parse(preprocess)
+    if not options:
+        return cls.state_size(dim, params)
+    cls._check_param_names(params or {})
+    return options.state_size(cls, dim, params or {})
 
 
 def load_state(state: dict) -> Learner:  # type: ignore[type-arg]
-    """Rebuild any registered learner from its ``state()``."""
+    """Rebuild any learner ``build`` makes (preprocessed or not) from its ``state()``."""
+    if is_preprocessed_state(state):
+        return Preprocessed.from_state(state)
     return Learner.from_state(state)
 
 
@@ -67,6 +79,8 @@ __all__ = [
     "BatchInterrupted",
     "Learner",
     "Prediction",
+    "PreprocessOptions",
+    "Preprocessed",
     "StateSize",
     "StepReport",
     "build",

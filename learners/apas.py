@@ -153,6 +153,10 @@ class APASRegressor(Learner):
     """
 
     kind: ClassVar[str] = "apas"
+    preprocess_refused: ClassVar[dict[str, str]] = dict.fromkeys(
+        ("standardize", "clip", "intercept"),
+        "APAS weights are portfolio weights on raw returns (x_t . w is the portfolio's return)",
+    )
     _constraints: ClassVar[dict[str, Constraint]] = {
         "lam": Interval(0.0, _INF, closed="neither"),
         "variant": Options(("pa", "pa1", "pa2")),

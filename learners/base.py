@@ -156,6 +156,11 @@ class Learner:
     _constraints: ClassVar[dict[str, Constraint]] = {}
     #: the largest dimension a learner accepts (guards memory: some keep d x d matrices).
     max_dim: ClassVar[int] = 100_000
+    #: preprocessing step -> why this learner refuses it (``learners/preprocess.py``).
+    preprocess_refused: ClassVar[dict[str, str]] = {}
+    #: the ``preprocess`` a model of this kind gets when its spec omits it (the service
+    #: applies it at creation; ``learners.build`` never does, so papers' setups stay bare).
+    preprocess_default: ClassVar[dict[str, Any] | None] = None
 
     dim: int
 

@@ -43,6 +43,9 @@ class _Quantifier(Learner):
     """Base of the binary online quantifiers (not registered: no ``kind``)."""
 
     task: ClassVar[str] = "classification"
+    preprocess_refused: ClassVar[dict[str, str]] = {
+        "intercept": "a quantifier has its own constant feature: its 'fit_intercept' parameter",
+    }
     _common_constraints: ClassVar[dict[str, Constraint]] = {
         "ns": Boolean(),
         "eta0": Interval(0.0, math.inf, closed="neither"),

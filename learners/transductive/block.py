@@ -27,6 +27,11 @@ class BlockMixin:
 
     kind: ClassVar[str]
     dim: int
+    preprocess_refused: ClassVar[dict[str, str]] = dict.fromkeys(
+        ("standardize", "clip", "intercept"),
+        "x must be one of the registered block's vectors, which a moving transform would change",
+    )
+    preprocess_default: ClassVar[dict[str, Any] | None] = None
     #: the largest block ``register`` accepts (the block is part of the state).
     max_block: ClassVar[int] = 100_000
     #: ... and at most this many numbers (T * dim): the block is checkpointed with the state.

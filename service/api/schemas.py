@@ -5,6 +5,7 @@ Floats are finite everywhere (``allow_inf_nan=False``), so NaN and inf are a rea
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import (
@@ -98,6 +99,22 @@ class ErrorResponse(BaseModel):
 
 
 # ---- models --------------------------------------------------------------------------------
+class PreprocessSpec(_Strict):
+    """Preprocessing inside the model (docs/design.md, "Preprocessing"), applied in this
+    order; a kind may refuse a step (422 naming the reason). Omitted when a model is
+    created: the kind's default (``Learner.preprocess_default``); null: none."""
+
+    standardize: bool = Field(
+        False,
+        strict=True,
+        description="Online standardisation with the statistics of the learned x.",
+    )
+    clip: float | None = Field(None, gt=0, description="Clip each value to [-clip, clip].")
+    intercept: bool = Field(
+        False, strict=True, description="Append a constant 1 (the learner gets dim+1)."
+    )
+
+
 class ModelSpec(_Strict):
     """A model: learner ``kind``, feature dimension and the learner's hyperparameters."""
 
@@ -134,6 +151,7 @@ class ModelSpec(_Strict):
         description="Deprecated: the earlier name of `features` (an index tracker's asset"
         " tickers); if both are given they must be equal.",
     )
+    preprocess: PreprocessSpec | None = Field(default=None, description=PreprocessSpec.__doc__)
 
     # The home partition (docs/reliability.md, "Partitions"): set from a stored spec's
     # origin, never from a request; None for a spec made before incarnations.
@@ -194,6 +212,26 @@ def _spec_of_kind(kind: str, learner: type[learners.Learner]) -> type[ModelSpec]
         params=(
             Annotated[dict[str, Any], WithJsonSchema(learner.params_schema())],
             Field(default_factory=dict, description=f"The hyperparameters of ``{kind}``."),
+        ),
+        preprocess=_preprocess_field(learner),
+    )
+
+
+def _preprocess_field(learner: type[learners.Learner]) -> tuple[Any, Any]:
+    """``preprocess`` of a new model of this kind: absent is the kind's declared default
+    (``Learner.preprocess_default``), null is none."""
+    default = learner.preprocess_default
+    return (
+        PreprocessSpec | None,
+        Field(
+            default_factory=lambda: PreprocessSpec(**default) if default else None,
+            description=(
+                f"Preprocessing inside the model; omitted: {json.dumps(default)} (this kind's"
+                " default), null: none."
+                if default
+                else "Preprocessing inside the model; omitted or null: none."
+            ),
+            json_schema_extra={"default": default},
         ),
     )
 

@@ -32,7 +32,8 @@ class Served:
 
 def build_learner(spec: ModelSpec) -> learners.Learner:
     """A fresh learner; ``ValueError``/``TypeError`` carry the constructor's message."""
-    return learners.build(spec.kind, spec.dim, **spec.params)
+    pre = spec.preprocess.model_dump() if spec.preprocess else None
+    return learners.build(spec.kind, spec.dim, pre, **spec.params)
 
 
 # parse_spec's memo: stored bytes -> spec, and id(spec) -> (spec, fingerprint)

@@ -127,7 +127,8 @@ class ModelRuntime:
             else None
         )
         if stored is None:
-            learner = learners.build(str(spec["kind"]), int(spec["dim"]), **spec.get("params", {}))
+            kind, dim, pre = str(spec["kind"]), int(spec["dim"]), spec.get("preprocess")
+            learner = learners.build(kind, dim, pre, **spec.get("params", {}))
             stats = RunningStats(learner.task, learner.dim)
             # a new incarnation covers everything up to its creation marker
             return cls(

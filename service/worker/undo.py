@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from learners import Preprocessed
+
 _SHARED = (int, float, str, bytes, bool, type(None), np.generic, type(len))
 
 
@@ -73,6 +75,8 @@ def check_finite(undo: Undo, learner: Any, stats: Any) -> None:
     infinity in a value that was finite in the snapshot (some learners keep -inf on
     purpose, e.g. the log-weights of inactive experts)."""
     _check(learner, undo.learner, type(learner).__name__)
+    if isinstance(learner, Preprocessed):  # the wrapped learner's own values too
+        _check(learner.inner, undo.learner.inner, type(learner.inner).__name__)
     _check(stats, undo.stats, "statistics")
     if stats.regret is not None:
         _check(stats.regret, undo.stats.regret, "regret statistics")

@@ -126,6 +126,15 @@ def test_models_create_from_a_yaml_file(cli_env: dict[str, str], tmp_path: Any) 
     assert r.returncode == 0 and from_stdin in r.stdout
 
 
+def test_a_spec_files_preprocess_is_sent(cli_env: dict[str, str]) -> None:
+    body = json.dumps({"kind": "apas", "dim": 2, "preprocess": {"standardize": True}})
+    r = cli("models", "create", _id("cli-pre"), "-f", "-", env=cli_env, input=body)
+    assert r.returncode == 1 and "portfolio weights" in r.stderr
+    body = json.dumps({"kind": "apas", "dim": 2, "preprocess": None})  # null: none
+    r = cli("models", "create", _id("cli-pre"), "-f", "-", env=cli_env, input=body)
+    assert r.returncode == 0, r.stderr
+
+
 def test_server_errors_are_exit_1_with_the_servers_message(cli_env: dict[str, str]) -> None:
     r = cli("models", "create", _id("cli-bad"), "-k", "pa", "-d", "3", "-p", "C=-1", env=cli_env)
     assert r.returncode == 1

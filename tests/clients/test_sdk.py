@@ -108,6 +108,16 @@ def test_bad_spec_carries_the_constructors_message(api: Client) -> None:
     assert "no-such-kind" in exc.value.message
 
 
+def test_preprocess_is_sent_with_the_spec(api: Client) -> None:
+    """``create_model(preprocess=...)``: a step the kind refuses comes back as its 422."""
+    with pytest.raises(ValidationError) as exc:
+        api.create_model(_id("sdk-pre"), "apas", 3, preprocess={"standardize": True})
+    assert exc.value.status == 422 and "portfolio weights" in exc.value.message
+    with _model_of(api, "vaw", 2, preprocess={"standardize": True, "clip": 3.0}) as model:
+        stored = api.get_model(model)
+        assert stored.kind == "vaw" and stored.dim == 2
+
+
 def test_predict_accepts_numpy_and_pandas(api: Client, pa_model: str) -> None:
     single = api.predict(pa_model, np.array([1.0, 0.0, -1.0]))
     assert isinstance(single.value, float)

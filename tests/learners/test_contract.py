@@ -4,14 +4,50 @@ from __future__ import annotations
 
 import pytest
 
-from learners import REGISTRY
+from learners import REGISTRY, Learner
 from learners.checks import yield_checks
+from learners.preprocess import STEPS, Preprocessed, PreprocessOptions
 
 CASES = [
     pytest.param(cls, params, check, id=f"{kind}[{i}]:{check.__name__}")
     for kind, cls in sorted(REGISTRY.items())
     for i, params in enumerate(cls._test_params())
     for check in yield_checks(cls)
+]
+
+
+def _preprocessed(inner: type[Learner]) -> type[Learner] | None:
+    """``inner`` behind every preprocessing step it accepts, as a class the checks can
+    build (``cls(dim, **params)``, ``cls.from_state``); None when it refuses them all."""
+    allowed = [s for s in STEPS if s not in inner.preprocess_refused]
+    if not allowed:
+        return None
+    options = PreprocessOptions.parse({s: (3.0 if s == "clip" else True) for s in allowed})
+
+    class Wrapped(Preprocessed):
+        __doc__ = Preprocessed.__doc__
+        _constraints = inner._constraints
+        _test_stream = inner._test_stream
+        _test_bad_labels = inner._test_bad_labels
+
+        def __init__(self, dim: int, **params: object) -> None:
+            super().__init__(inner, dim, options, params)
+
+        @classmethod
+        def from_state(cls, state):  # type: ignore[no-untyped-def]
+            return Preprocessed.from_state(state)
+
+    Wrapped.__name__ = Wrapped.__qualname__ = f"Preprocessed[{inner.kind}]"
+    return Wrapped
+
+
+WRAPPED = {kind: _preprocessed(cls) for kind, cls in sorted(REGISTRY.items())}
+CASES += [
+    pytest.param(wrapped, params, check, id=f"preprocessed-{kind}[{i}]:{check.__name__}")
+    for kind, wrapped in WRAPPED.items()
+    if wrapped is not None
+    for i, params in enumerate(REGISTRY[kind]._test_params())
+    for check in yield_checks(wrapped)
 ]
 
 

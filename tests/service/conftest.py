@@ -245,7 +245,7 @@ def replay(specs: dict[str, dict[str, Any]], log: list[tuple[int, int, Any, byte
     import learners
 
     out: dict[str, Replayed] = {
-        m: Replayed(learners.build(s["kind"], s["dim"], **s.get("params", {})))
+        m: Replayed(learners.build(s["kind"], s["dim"], s.get("preprocess"), **s.get("params", {})))
         for m, s in specs.items()
     }
     seen: dict[str, set[str]] = {m: set() for m in specs}

@@ -190,3 +190,52 @@ def test_recreated_model_learns_only_its_own_events(stack: tuple[TestClient, Set
     probe = [0.5, -0.25]
     p = client.post(f"/v1/models/{mid}/predict", json={"x": probe}).json()
     assert p["predictions"][0]["value"] == reference.predict(probe).value
+
+
+def test_preprocessed_model_learns_the_bits_of_the_learner_run_directly(
+    stack: tuple[TestClient, Settings],
+) -> None:
+    """A model with ``preprocess``: the worker's checkpoint is the bytes of the same
+    learner run in-process (Welford statistics included), and the API predicts with it."""
+    import learners
+
+    client, settings = stack
+    mid = "e2e-preprocessed"
+    pre = {"standardize": True, "intercept": True, "clip": 4.0}
+    spec = {"id": mid, "kind": "vaw", "dim": 3, "params": {"lam": 0.5}, "preprocess": pre}
+    created = client.post("/v1/models", json=spec)
+    assert created.status_code == 201, created.text
+    assert created.json()["preprocess"] == pre
+    rng = np.random.default_rng(11)
+    X = np.array([100.0, 0.01, -5.0]) + np.array([10.0, 0.001, 2.0]) * rng.normal(size=(240, 3))
+    y = ((X - [100.0, 0.01, -5.0]) / [10.0, 0.001, 2.0]) @ [1.0, -2.0, 0.5] + 3.0
+    events = [{"id": f"p{i}", "x": X[i].tolist(), "y": float(y[i])} for i in range(len(X))]
+    for i in range(0, len(events), 80):
+        r = client.post(f"/v1/models/{mid}/events", json={"events": events[i : i + 80]})
+        assert r.status_code == 202
+    wait_status(client, mid, lambda s: s["applied"] == len(events))
+
+    direct = learners.build("vaw", 3, preprocess=pre, lam=0.5)
+    for e in events:
+        direct.learn(e["x"], e["y"])
+    stored = redis_call(settings, lambda r, k: r.hget(k.state(mid), "state"))
+    assert stored == learners.encode_state(direct.state())
+    probes = X[:5].tolist()
+    served = client.post(f"/v1/models/{mid}/predict", json={"instances": probes})
+    assert served.status_code == 200, served.text
+    values = [p["value"] for p in served.json()["predictions"]]
+    assert values == [direct.predict(p).value for p in probes]
+
+
+def test_a_refused_preprocessing_step_is_a_422(stack: tuple[TestClient, Settings]) -> None:
+    client, _ = stack
+    for pre, words in (
+        ({"standardize": True}, "portfolio weights on raw returns"),
+        ({"clip": -1.0}, "greater than 0"),
+        ({"center": True}, "Extra inputs are not permitted"),
+    ):
+        spec = {"id": "e2e-apas-pre", "kind": "apas", "dim": 3, "preprocess": pre}
+        r = client.post("/v1/models", json=spec)
+        assert r.status_code == 422, r.text
+        assert words in r.text
+    assert client.get("/v1/models/e2e-apas-pre").status_code == 404

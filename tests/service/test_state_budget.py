@@ -84,7 +84,8 @@ def test_small_models_are_still_created(client: TestClient) -> None:
     for spec in (
         {"kind": "vaw", "dim": 100},
         {"kind": "pa", "dim": 100_000},  # O(d), and no regret statistics above 256
-        {"kind": "perceptron", "dim": 100_000},  # O(d), no regret statistics
+        # O(d), no regret statistics; at its dim limit, so without its default intercept
+        {"kind": "perceptron", "dim": 100_000, "preprocess": None},
         {"kind": "arow", "dim": 50_000, "params": {"diagonal": True}},
     ):
         mid = new_id(spec["kind"])  # type: ignore[arg-type]
@@ -125,4 +126,6 @@ def test_a_tiny_budget_refuses_even_small_models(tiny_client: TestClient) -> Non
     )
     assert tiny_client.get(f"/v1/models/{mid}").status_code == 404
     r = tiny_client.post("/v1/models", json={"id": mid, "kind": "perceptron", "dim": 1})
-    assert r.status_code == 422 and "808 bytes of state" in r.json()["detail"], r.text
+    # its default intercept column is counted: 8 * (1 + 1) bytes for the learner
+    assert r.status_code == 422 and "816 bytes of state" in r.json()["detail"], r.text
+    assert "d = dim + 1 (intercept column)" in r.json()["detail"]

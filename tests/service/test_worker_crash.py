@@ -48,6 +48,9 @@ SPECS = {
         "kind": "pa",
         "dim": 3 + i % 4,
         "params": {"C": [0.1, 1.0][i % 2]},
+        # every third model standardises, clips and adds an intercept in the model: its
+        # Welford statistics must survive the kills bit for bit too
+        "preprocess": {"standardize": True, "clip": 3.0, "intercept": True} if i % 3 == 0 else None,
     }
     for i in range(N_MODELS)
 }

@@ -79,7 +79,8 @@ def check_state_budget(spec: ModelSpec, settings: Settings) -> None:
     state, the learner's plus the running statistics', exceeds ``max_state_bytes``; a bad
     spec raises, as ``InvalidInput``, the error building it would."""
     try:
-        learner = learners.state_size(spec.kind, spec.dim, spec.params)
+        pre = spec.preprocess.model_dump() if spec.preprocess else None
+        learner = learners.state_size(spec.kind, spec.dim, spec.params, pre)
     except ValueError as exc:  # an unknown kind or a bad spec: build's message
         raise InvalidInput(str(exc)) from None
     except TypeError as exc:
