@@ -1,0 +1,246 @@
+"""Compiled inner loops (numba) of the O(d^2) discounted-VAW stack: ``vaw``, ``rls``,
+``dvaw``, ``dvaw-ensemble``, ``dvaw-sa`` (docs/design.md, "Compiled kernels").
+
+Only :mod:`learners._accel` imports this module, and only when numba is installed and
+the compiled path is on. Every kernel does dvaw.py's arithmetic element by element with
+the same IEEE operations (numba compiles without fast-math, so no contraction into FMA
+and no reciprocal for a division); only the sums (P x, x.g, v.x, the refresh's
+factorisation) add in a fixed order of their own instead of BLAS/LAPACK's.
+
+``cache=True``: compiled code is stored next to this file, or under ``NUMBA_CACHE_DIR``
+where the package directory is read-only (the Docker image), and loaded on later starts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+jit = njit(cache=True, nogil=True)
+
+
+@jit
+def begin_one(P, v, x, gamma, g):  # type: ignore[no-untyped-def]
+    """One expert: g = P x into ``g``; returns (q, c, rho, mu).
+
+    P x is summed as sum_j x_j P[j, :], row by row (contiguous, vectorisable, a fixed
+    order whatever the CPU): P is exactly symmetric (fresh, committed, refreshed)."""
+    d = x.shape[0]
+    for i in range(d):
+        g[i] = 0.0
+    for j in range(d):
+        xj = x[j]
+        row = P[j]
+        for i in range(d):
+            g[i] += xj * row[i]
+    q = 0.0
+    mu = 0.0
+    for i in range(d):
+        q += g[i] * x[i]
+        mu += v[i] * x[i]
+    c = gamma + q
+    return q, c, q / c, mu
+
+
+@jit
+def commit_one(  # type: ignore[no-untyped-def]
+    P, v, Sigma, theta, g, c, mu, x, y, gamma, unit, P2, v2, Sigma2, theta2, acc
+):
+    """One expert: dvaw.commit's P, v, Sigma, theta into the ``2`` arrays, the same
+    operations per element; returns the guard of dvaw.unhealthy negated. ``acc``: d
+    scratch."""
+    d = x.shape[0]
+    ci = 1.0 / c
+    r = y - mu
+    ok = c > 0.0 and c < math.inf
+    for j in range(d):
+        acc[j] = 0.0
+    for i in range(d):
+        vi = v[i] + (g[i] * ci) * r
+        v2[i] = vi
+        ok = ok and math.isfinite(vi)
+        theta2[i] = gamma * theta[i] + y * x[i]
+        gi, xi = g[i], x[i]
+        src, dst, ssrc, sdst = P[i], P2[i], Sigma[i], Sigma2[i]
+        # (p + p) * 0 is 0 unless p + p overflows or p is NaN: then acc turns NaN
+        if unit:  # z / 1.0 == z and 1.0 * z == z: skipped, as dvaw.commit does
+            for j in range(d):
+                p = src[j] - (gi * g[j]) * ci
+                dst[j] = p
+                acc[j] += (p + p) * 0.0
+            for j in range(d):
+                sdst[j] = ssrc[j] + xi * x[j]
+        else:
+            for j in range(d):
+                p = (src[j] - (gi * g[j]) * ci) / gamma
+                dst[j] = p
+                acc[j] += (p + p) * 0.0
+            for j in range(d):
+                sdst[j] = gamma * ssrc[j] + xi * x[j]
+    big = False
+    for j in range(d):
+        big = big or acc[j] != 0.0
+    if big:  # 0.5 (P + P^T), as dvaw.commit: only where p + p can overflow or is NaN
+        for i in range(d):
+            for j in range(i, d):
+                a, b = P2[i, j], P2[j, i]
+                P2[i, j] = 0.5 * (a + b)
+                P2[j, i] = 0.5 * (b + a)
+    for i in range(d):
+        p = P2[i, i]
+        ok = ok and p > 0.0 and p < math.inf
+    return ok
+
+
+@jit
+def begin(P, v, x, gamma, g, q, c, rho, mu):  # type: ignore[no-untyped-def]
+    """dvaw.begin for every expert, into (g, q, c, rho, mu)."""
+    for k in range(v.shape[0]):
+        q[k], c[k], rho[k], mu[k] = begin_one(P[k], v[k], x, gamma[k], g[k])
+
+
+@jit
+def commit(  # type: ignore[no-untyped-def]
+    P,
+    v,
+    Sigma,
+    theta,
+    ridge,
+    logdet,
+    g,
+    q,
+    c,
+    mu,
+    x,
+    y,
+    gamma,
+    log_gamma,
+    P2,
+    vt,
+    Sigma2,
+    rl,
+    healthy,
+):
+    """dvaw.commit for every expert into P2, Sigma2, vt = (v, theta), rl = (ridge,
+    logdet); ``healthy[k]``: the guard of dvaw.unhealthy negated."""
+    n, d = v.shape
+    unit = n == 1 and gamma[0] == 1.0
+    acc = np.empty(d)
+    for k in range(n):
+        healthy[k] = commit_one(
+            P[k],
+            v[k],
+            Sigma[k],
+            theta[k],
+            g[k],
+            c[k],
+            mu[k],
+            x,
+            y,
+            gamma[k],
+            unit,
+            P2[k],
+            vt[0, k],
+            Sigma2[k],
+            vt[1, k],
+            acc,
+        )
+        rl[0, k] = ridge[k] * gamma[k]
+        rl[1, k] = logdet[k] + d * log_gamma[k] + math.log1p(q[k] / gamma[k])
+
+
+@jit
+def step(  # type: ignore[no-untyped-def]
+    P, v, Sigma, theta, ridge, logdet, x, y, gamma, log_gamma, P2, Sigma2, vt, sc
+):
+    """begin then commit for every expert, one call: sc = (ridge, logdet, q, c, rho,
+    mu, healthy as 1.0 / 0.0) per expert, the new v and theta in vt."""
+    n, d = v.shape
+    unit = n == 1 and gamma[0] == 1.0
+    g = np.empty(d)
+    acc = np.empty(d)
+    for k in range(n):
+        q, c, rho, mu = begin_one(P[k], v[k], x, gamma[k], g)
+        ok = commit_one(
+            P[k],
+            v[k],
+            Sigma[k],
+            theta[k],
+            g,
+            c,
+            mu,
+            x,
+            y,
+            gamma[k],
+            unit,
+            P2[k],
+            vt[0, k],
+            Sigma2[k],
+            vt[1, k],
+            acc,
+        )
+        sc[0, k] = ridge[k] * gamma[k]
+        sc[1, k] = logdet[k] + d * log_gamma[k] + math.log1p(q / gamma[k])
+        sc[2, k], sc[3, k], sc[4, k], sc[5, k] = q, c, rho, mu
+        sc[6, k] = 1.0 if ok else 0.0
+
+
+@jit
+def refresh(Sigma, theta, P, v, logdet, idx, L, Li):  # type: ignore[no-untyped-def]
+    """P = Sigma^{-1} by Cholesky (P = L^-T L^-1), v = P theta, logdet = 2 sum ln L_ii
+    for experts ``idx``, written in place; False (nothing usable) if a Sigma is not
+    positive definite (the caller then runs the numpy refresh and its eigen fallback).
+    ``L``, ``Li``: d x d scratch."""
+    d = Sigma.shape[1]
+    for k in idx:
+        # Cholesky, right-looking: contiguous row updates (vectorisable, fixed order)
+        for i in range(d):
+            for j in range(i + 1):
+                L[i, j] = Sigma[k, i, j]
+        for j in range(d):
+            a = L[j, j]
+            if not (a > 0.0 and a < math.inf):
+                return False
+            ljj = math.sqrt(a)
+            L[j, j] = ljj
+            for i in range(j + 1, d):
+                L[i, j] = L[i, j] / ljj
+            for i in range(j + 1, d):
+                lij = L[i, j]
+                for m in range(j + 1, i + 1):
+                    L[i, m] -= lij * L[m, j]
+        # Li = L^-1 (lower triangular), row by row: Li[i] = (e_i - sum_m L[i,m] Li[m]) / L[i,i]
+        for i in range(d):
+            for j in range(d):
+                Li[i, j] = 0.0
+            Li[i, i] = 1.0
+            for m in range(i):
+                lim = L[i, m]
+                for j in range(m + 1):
+                    Li[i, j] -= lim * Li[m, j]
+            lii = L[i, i]
+            for j in range(i + 1):
+                Li[i, j] = Li[i, j] / lii
+        # P = Li^T Li, accumulated row by row of Li; exactly symmetric (mirrored)
+        for i in range(d):
+            for j in range(d):
+                P[k, i, j] = 0.0
+        for m in range(d):
+            for i in range(m + 1):
+                a = Li[m, i]
+                for j in range(i, m + 1):
+                    P[k, i, j] += a * Li[m, j]
+        ld = 0.0
+        for i in range(d):
+            for j in range(i):
+                P[k, i, j] = P[k, j, i]
+            ld += math.log(L[i, i])
+        logdet[k] = 2.0 * ld
+        for i in range(d):
+            s = 0.0
+            for j in range(d):
+                s += P[k, i, j] * theta[k, j]
+            v[k, i] = s
+    return True
