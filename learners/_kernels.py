@@ -195,22 +195,27 @@ def refresh(Sigma, theta, P, v, logdet, idx, L, Li):  # type: ignore[no-untyped-
     ``L``, ``Li``: d x d scratch."""
     d = Sigma.shape[1]
     for k in idx:
-        # Cholesky, right-looking: contiguous row updates (vectorisable, fixed order)
+        # Cholesky Sigma = U^T U, right-looking on rows of U = L^T: every update is a
+        # contiguous row operation (vectorisable), each element's sum in the order k = 0, 1..
+        U = Li  # scratch, overwritten by L^-1 below
         for i in range(d):
-            for j in range(i + 1):
-                L[i, j] = Sigma[k, i, j]
-        for j in range(d):
-            a = L[j, j]
+            for j in range(i, d):
+                U[i, j] = Sigma[k, i, j]
+        for m in range(d):
+            a = U[m, m]
             if not (a > 0.0 and a < math.inf):
                 return False
-            ljj = math.sqrt(a)
-            L[j, j] = ljj
-            for i in range(j + 1, d):
-                L[i, j] = L[i, j] / ljj
-            for i in range(j + 1, d):
-                lij = L[i, j]
-                for m in range(j + 1, i + 1):
-                    L[i, m] -= lij * L[m, j]
+            umm = math.sqrt(a)
+            U[m, m] = umm
+            for j in range(m + 1, d):
+                U[m, j] = U[m, j] / umm
+            for i in range(m + 1, d):
+                umi = U[m, i]
+                for j in range(i, d):
+                    U[i, j] -= umi * U[m, j]
+        for i in range(d):
+            for j in range(i + 1):
+                L[i, j] = U[j, i]
         # Li = L^-1 (lower triangular), row by row: Li[i] = (e_i - sum_m L[i,m] Li[m]) / L[i,i]
         for i in range(d):
             for j in range(d):
