@@ -249,3 +249,60 @@ def refresh(Sigma, theta, P, v, logdet, idx, L, Li):  # type: ignore[no-untyped-
                 s += P[k, i, j] * theta[k, j]
             v[k, i] = s
     return True
+
+
+# ---- passive-aggressive regression (learners/pa.py) -----------------------------------
+#: variant codes of pa_step / pa_many
+PA, PA1, PA2 = 0, 1, 2
+
+
+@jit
+def dot(a, b):  # type: ignore[no-untyped-def]
+    """a.b summed in index order (the compiled path's w.x, in learn, learn_many, predict)."""
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += a[i] * b[i]
+    return s
+
+
+@jit
+def pa_step(w, x, y, eps, variant, C, w2):  # type: ignore[no-untyped-def]
+    """PARegressor.learn's step: -> (y_hat, e, excess, tau); when tau > 0 the new w is in
+    ``w2`` (``w`` is never written). The same float operations as pa.py, in its order."""
+    y_hat = dot(w, x)
+    e = y_hat - y
+    excess = abs(e) - eps
+    tau = 0.0
+    if excess <= 0.0:
+        tau = 0.0
+    else:
+        sq = dot(x, x)
+        if variant == PA2:
+            tau = excess / (sq + 1.0 / (2.0 * C))
+        elif sq <= 0.0:
+            tau = 0.0
+        else:
+            tau = excess / sq
+            if variant == PA1:
+                tau = tau if tau < C else C  # Python's min(C, tau), NaN included
+    if tau > 0.0:
+        s = tau if e > 0.0 else -tau
+        for i in range(x.shape[0]):
+            w2[i] = w[i] - s * x[i]
+    return y_hat, e, excess, tau
+
+
+@jit
+def pa_many(w, X, y, eps, variant, C, w2, out):  # type: ignore[no-untyped-def]
+    """pa_step on each row in order; ``out[i]`` = (y_hat, e, excess, tau) of row i, the
+    final w in ``w2`` (a copy of ``w`` when nothing updated)."""
+    d = w.shape[0]
+    cur = w.copy()
+    nxt = np.empty(d)
+    for r in range(X.shape[0]):
+        y_hat, e, excess, tau = pa_step(cur, X[r], y[r], eps, variant, C, nxt)
+        out[r, 0], out[r, 1], out[r, 2], out[r, 3] = y_hat, e, excess, tau
+        if tau > 0.0:
+            cur, nxt = nxt, cur
+    for i in range(d):
+        w2[i] = cur[i]

@@ -5,7 +5,6 @@ between them, and overflow that stays visible (docs/design.md, "Compiled kernels
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -18,21 +17,7 @@ from learners.dvaw import Stack, refresh_inverse, stack_attrs
 numba = pytest.importorskip("numba")
 
 #: the kinds whose steps run compiled kernels
-KINDS = ("dvaw", "vaw", "rls", "dvaw-ensemble", "dvaw-sa")
-
-
-@pytest.fixture
-def numpy_path() -> Iterator[None]:
-    _accel.use(False)
-    yield
-    _accel.use(None)
-
-
-@pytest.fixture
-def compiled_path() -> Iterator[None]:
-    _accel.use(True)
-    yield
-    _accel.use(None)
+KINDS = ("pa", "dvaw", "vaw", "rls", "dvaw-ensemble", "dvaw-sa")
 
 
 def test_the_test_environment_runs_the_compiled_path() -> None:
@@ -212,3 +197,21 @@ def test_an_indefinite_sigma_takes_the_eigen_fallback(compiled_path: None) -> No
     bad = s._replace(Sigma=np.array([[[1.0, 2.0], [2.0, 1.0]]]))  # eigenvalues 3 and -1
     got, _ = refresh_inverse(bad, np.array([0]), 1e-6)
     assert np.isfinite(got.P).all() and math.isfinite(got.logdet[0])
+
+
+@pytest.mark.parametrize("params", learners.REGISTRY["pa"]._test_params())
+def test_pa_learn_many_equals_loop_for_every_batch_form(compiled_path: None, params) -> None:  # type: ignore[no-untyped-def]
+    cls = learners.REGISTRY["pa"]
+    X, y = cls._test_stream(5, 120, 7)
+    X[3] *= 1e200  # overflowing rows: the same non-finite values either way
+    loop = cls(5, **params)
+    expected = [loop.learn(x, v) for x, v in zip(X, y, strict=True)]
+    strided = np.zeros((2 * len(X), 5))
+    strided[::2] = X
+    for rows in (X, X.tolist(), np.asfortranarray(X), list(X), strided[::2]):
+        m = cls(5, **params)
+        got = m.learn_many(rows[:60], y[:60]) + m.learn_many(rows[60:], y[60:])
+        assert repr([(r.prediction, r.diagnostics) for r in got]) == repr(
+            [(r.prediction, r.diagnostics) for r in expected]
+        )
+        learners.checks.assert_states_equal(m.state(), loop.state())
