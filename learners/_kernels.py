@@ -306,3 +306,21 @@ def pa_many(w, X, y, eps, variant, C, w2, out):  # type: ignore[no-untyped-def]
             cur, nxt = nxt, cur
     for i in range(d):
         w2[i] = cur[i]
+
+
+# ---- online gradient descent (learners/ogd.py) -----------------------------------------
+@jit
+def ogd_many(w, X, y, lr, sqrt_schedule, t0, w2, out):  # type: ignore[no-untyped-def]
+    """OGD._learn on each row in order from round ``t0``: out[i] = (y_hat, eta), the final
+    w in ``w2``; w <- w + (eta (y - y_hat)) x, the same float operations as ogd.py."""
+    d = w.shape[0]
+    for i in range(d):
+        w2[i] = w[i]
+    for r in range(X.shape[0]):
+        x = X[r]
+        y_hat = dot(w2, x)
+        eta = lr / math.sqrt(t0 + r + 1) if sqrt_schedule else lr
+        s = eta * (y[r] - y_hat)
+        for i in range(d):
+            w2[i] = w2[i] + s * x[i]
+        out[r, 0], out[r, 1] = y_hat, eta

@@ -17,7 +17,7 @@ from learners.dvaw import Stack, refresh_inverse, stack_attrs
 numba = pytest.importorskip("numba")
 
 #: the kinds whose steps run compiled kernels
-KINDS = ("pa", "dvaw", "vaw", "rls", "dvaw-ensemble", "dvaw-sa")
+KINDS = ("pa", "ogd", "dvaw", "vaw", "rls", "dvaw-ensemble", "dvaw-sa")
 
 
 def test_the_test_environment_runs_the_compiled_path() -> None:
