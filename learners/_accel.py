@@ -98,8 +98,18 @@ def warm() -> None:
     from learners import REGISTRY
 
     rng = np.random.default_rng(0)
-    for kind, params in (("dvaw", {"refresh": 2}), ("rls", {}), ("dvaw-ensemble", {})):
+    X = rng.normal(size=(4, 3))
+    for kind, params, y in (
+        ("dvaw", {"refresh": 2}, 1.0),
+        ("rls", {}, 1.0),
+        ("dvaw-ensemble", {}, 1.0),
+        ("pa", {}, 1.0),
+        ("ogd", {}, 1.0),
+        ("arow", {}, 1),
+        ("arow-regression", {}, 1.0),
+    ):
         m = REGISTRY[kind](3, **params)
-        for _ in range(3):
-            m.learn(rng.normal(size=3), 1.0)
-        m.predict(rng.normal(size=3))
+        for x in X:
+            m.learn(x, y)
+        m.learn_many(X, [y] * len(X))
+        m.predict(X[0])

@@ -324,3 +324,16 @@ def ogd_many(w, X, y, lr, sqrt_schedule, t0, w2, out):  # type: ignore[no-untype
         for i in range(d):
             w2[i] = w2[i] + s * x[i]
         out[r, 0], out[r, 1] = y_hat, eta
+
+
+# ---- AROW (learners/arow.py) ---------------------------------------------------------
+@jit
+def arow_shrink(cov, sx, beta, out):  # type: ignore[no-untyped-def]
+    """out = cov - beta (sx sx'), element by element as numpy's cov - beta * outer(sx, sx):
+    the same bits, one pass instead of three."""
+    d = sx.shape[0]
+    for i in range(d):
+        si = sx[i]
+        src, dst = cov[i], out[i]
+        for j in range(d):
+            dst[j] = src[j] - beta * (si * sx[j])

@@ -17,7 +17,7 @@ from learners.dvaw import Stack, refresh_inverse, stack_attrs
 numba = pytest.importorskip("numba")
 
 #: the kinds whose steps run compiled kernels
-KINDS = ("pa", "ogd", "dvaw", "vaw", "rls", "dvaw-ensemble", "dvaw-sa")
+KINDS = ("pa", "ogd", "arow", "arow-regression", "dvaw", "vaw", "rls", "dvaw-ensemble", "dvaw-sa")
 
 
 def test_the_test_environment_runs_the_compiled_path() -> None:
@@ -215,3 +215,19 @@ def test_pa_learn_many_equals_loop_for_every_batch_form(compiled_path: None, par
             [(r.prediction, r.diagnostics) for r in expected]
         )
         learners.checks.assert_states_equal(m.state(), loop.state())
+
+
+@pytest.mark.parametrize("kind", ["arow", "arow-regression"])
+def test_arow_compiled_shrink_is_bit_identical(kind: str) -> None:
+    # the compiled confidence step does numpy's operations element by element: same bits
+    cls = learners.REGISTRY[kind]
+    X, y = cls._test_stream(9, 200, 3)
+    states = []
+    for on in (False, True):
+        _accel.use(on)
+        m = cls(9)
+        reports = [m.learn(x, v) for x, v in zip(X, y, strict=True)]
+        states.append((m.state(), repr([(r.prediction, r.diagnostics) for r in reports])))
+    _accel.use(None)
+    learners.checks.assert_states_equal(states[0][0], states[1][0])
+    assert states[0][1] == states[1][1]
