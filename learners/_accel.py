@@ -56,8 +56,10 @@ def quiet_errstate() -> bool:
 
 def use(enabled: bool | None) -> None:
     """Force the compiled path on (True; numba must be installed) or off (False), or back
-    to the default (None: on when numba imports and ``ONLINEPREDICT_KERNELS`` is not 0)."""
+    to the default (None: on when numba imports and ``ONLINEPREDICT_KERNELS`` is not 0,
+    read now)."""
     _forced[0] = enabled
+    _active.clear()
 
 
 def available() -> bool:
@@ -65,18 +67,31 @@ def available() -> bool:
     return _load() is not None
 
 
+#: [the kernels in use or None], resolved from use() / the environment on first get()
+_active: list[Any] = []
+
+
 def get() -> Any:
     """The kernels if the compiled path is on and numpy's errstate raises nothing, else
     None (the caller runs its numpy code)."""
+    if not _active:
+        _active.append(_resolve())
+    k = _active[0]
+    if k is None:
+        return None
+    if _extobj_contextvar is not None and _extobj_contextvar.get() is _silent_seen[0]:
+        return k
+    return k if quiet_errstate() else None
+
+
+def _resolve() -> Any:
     forced = _forced[0]
     if forced is False or (forced is None and os.environ.get("ONLINEPREDICT_KERNELS") == "0"):
         return None
     k = _load()
-    if k is None:
-        if forced:
-            raise RuntimeError("compiled kernels forced on, but numba is not installed")
-        return None
-    return k if quiet_errstate() else None
+    if k is None and forced:
+        raise RuntimeError("compiled kernels forced on, but numba is not installed")
+    return k
 
 
 def _load() -> Any:

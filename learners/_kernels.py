@@ -267,29 +267,29 @@ def dot(a, b):  # type: ignore[no-untyped-def]
 
 @jit
 def pa_step(w, x, y, eps, variant, C, w2):  # type: ignore[no-untyped-def]
-    """PARegressor.learn's step: -> (y_hat, e, excess, tau); when tau > 0 the new w is in
-    ``w2`` (``w`` is never written). The same float operations as pa.py, in its order."""
+    """PARegressor.learn's step: -> (y_hat, e, excess, tau, x.x); when tau > 0 the new w
+    is in ``w2`` (``w`` is never written). The same float operations as pa.py, in its
+    order; x.x is returned so that a non-finite one sends the caller to the validation."""
     y_hat = dot(w, x)
+    sq = dot(x, x)
     e = y_hat - y
     excess = abs(e) - eps
     tau = 0.0
     if excess <= 0.0:
         tau = 0.0
+    elif variant == PA2:
+        tau = excess / (sq + 1.0 / (2.0 * C))
+    elif sq <= 0.0:
+        tau = 0.0
     else:
-        sq = dot(x, x)
-        if variant == PA2:
-            tau = excess / (sq + 1.0 / (2.0 * C))
-        elif sq <= 0.0:
-            tau = 0.0
-        else:
-            tau = excess / sq
-            if variant == PA1:
-                tau = tau if tau < C else C  # Python's min(C, tau), NaN included
+        tau = excess / sq
+        if variant == PA1:
+            tau = tau if tau < C else C  # Python's min(C, tau), NaN included
     if tau > 0.0:
         s = tau if e > 0.0 else -tau
         for i in range(x.shape[0]):
             w2[i] = w[i] - s * x[i]
-    return y_hat, e, excess, tau
+    return y_hat, e, excess, tau, sq
 
 
 @jit
@@ -300,7 +300,7 @@ def pa_many(w, X, y, eps, variant, C, w2, out):  # type: ignore[no-untyped-def]
     cur = w.copy()
     nxt = np.empty(d)
     for r in range(X.shape[0]):
-        y_hat, e, excess, tau = pa_step(cur, X[r], y[r], eps, variant, C, nxt)
+        y_hat, e, excess, tau, _ = pa_step(cur, X[r], y[r], eps, variant, C, nxt)
         out[r, 0], out[r, 1], out[r, 2], out[r, 3] = y_hat, e, excess, tau
         if tau > 0.0:
             cur, nxt = nxt, cur

@@ -104,7 +104,7 @@ class PARegressor(LinearRegressor):
         """One step by the compiled kernel (learners/_kernels.py ``pa_step``): the same
         operations as below, w.x and x.x summed in index order."""
         w2 = np.empty(self.dim)
-        y_hat, e, excess, tau = k.pa_step(
+        y_hat, e, excess, tau, _ = k.pa_step(
             self.w_, x, y, self.epsilon, _VARIANT_CODE[self.variant], self.C, w2
         )
         if tau > 0.0:
@@ -141,6 +141,20 @@ class PARegressor(LinearRegressor):
             or type(y) is not float
         ):
             return Learner.learn(self, x, y, hint=hint)
+        k = _accel.get()
+        if k is not None and _isfinite(y):
+            # the compiled step computes x.x anyway: a finite one proves x finite (as
+            # _check_x's fast path); otherwise nothing is kept and the base path decides
+            w2 = np.empty(self.dim)
+            y_hat, e, excess, tau, sq = k.pa_step(
+                self.w_, x, y, self.epsilon, _VARIANT_CODE[self.variant], self.C, w2
+            )
+            if not _isfinite(sq):
+                return Learner.learn(self, x, y, hint=hint)
+            if tau > 0.0:
+                self.w_ = w2
+            self.t_ += 1
+            return _report(y_hat, e, excess, tau)
         # _check_x's fast path: a finite x.x proves x finite (otherwise the base path
         # decides, with its messages), then _check_y's
         sq = float(_vdot(x, x))
@@ -148,7 +162,6 @@ class PARegressor(LinearRegressor):
             return Learner.learn(self, x, y, hint=hint)
         if not _isfinite(y):
             raise ValueError("y must be finite (no NaN or inf)")
-        k = _accel.get()
         if k is not None:
             return self._learn_compiled(k, x, y)
         w = self.w_
