@@ -337,3 +337,15 @@ def arow_shrink(cov, sx, beta, out):  # type: ignore[no-untyped-def]
         src, dst = cov[i], out[i]
         for j in range(d):
             dst[j] = src[j] - beta * (si * sx[j])
+
+
+@jit
+def ogd_step(w, x, y, eta_lr, sqrt_schedule, t, w2):  # type: ignore[no-untyped-def]
+    """One OGD._learn at round ``t`` (after the increment) -> (y_hat, eta); the new w in
+    ``w2``. The same operations as ogd_many's row."""
+    y_hat = dot(w, x)
+    eta = eta_lr / math.sqrt(t) if sqrt_schedule else eta_lr
+    s = eta * (y - y_hat)
+    for i in range(w.shape[0]):
+        w2[i] = w[i] + s * x[i]
+    return y_hat, eta

@@ -76,7 +76,14 @@ class OGD(LinearRegressor):
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
         k = _accel.get()
         if k is not None:
-            return self._learn_rows(k, x[None, :], [y])[0]
+            w2 = np.empty(self.dim)
+            self.t_ += 1
+            y_hat, eta = k.ogd_step(
+                self.w_, x, float(y), float(self.lr), self.schedule == "sqrt", self.t_, w2
+            )
+            self.w_ = w2
+            err = y_hat - y
+            return make_report(y_hat, err * err, {"lr": eta})
         y_hat = float(self.w_ @ x)
         self.t_ += 1
         eta = self.lr if self.schedule == "constant" else self.lr / math.sqrt(self.t_)
