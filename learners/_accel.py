@@ -4,11 +4,12 @@ their numpy code (docs/design.md, "Compiled kernels").
 numba is optional (the ``fast`` extra). Without it, or with ``ONLINEPREDICT_KERNELS=0``,
 or while numpy's errstate raises (so ``np.errstate(over="raise")`` still raises where it
 did), the learners run their numpy code. The compiled path does the same
-arithmetic per element; only the sums (P x, x^T P x, v^T x, the refresh's Cholesky
+arithmetic per element; only the sums (P x, x^T P x, v^T x, w.x, the refresh's Cholesky
 factor) add in a fixed order of their own instead of BLAS/LAPACK's, so its last bits can
-differ from the numpy path's. It never raises on overflow: like the numpy path under the
-default errstate it leaves the inf/NaN in the state, which the stabilised guard and the
-worker's finiteness check (service/worker/undo.py) see as before.
+differ from the numpy path's (not AROW's, whose compiled step has no sum). It never
+raises on overflow: like the numpy path under the default errstate it leaves the inf/NaN
+in the state, which the stabilised guard and the worker's finiteness check
+(service/worker/undo.py) see as before.
 
 Compiled code is cached on disk (``cache=True``: next to ``_kernels.py``, or under
 ``NUMBA_CACHE_DIR`` where the package is read-only); :func:`warm` compiles every kernel

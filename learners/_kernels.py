@@ -1,11 +1,13 @@
-"""Compiled inner loops (numba) of the O(d^2) discounted-VAW stack: ``vaw``, ``rls``,
-``dvaw``, ``dvaw-ensemble``, ``dvaw-sa`` (docs/design.md, "Compiled kernels").
+"""Compiled inner loops (numba) of the sequential learners: the O(d^2) discounted-VAW
+stack (``vaw``, ``rls``, ``dvaw``, ``dvaw-ensemble``, ``dvaw-sa``), ``pa``, ``ogd`` and
+AROW's full-covariance step (docs/design.md, "Compiled kernels").
 
 Only :mod:`learners._accel` imports this module, and only when numba is installed and
-the compiled path is on. Every kernel does dvaw.py's arithmetic element by element with
-the same IEEE operations (numba compiles without fast-math, so no contraction into FMA
-and no reciprocal for a division); only the sums (P x, x.g, v.x, the refresh's
-factorisation) add in a fixed order of their own instead of BLAS/LAPACK's.
+the compiled path is on. Every kernel does the numpy code's arithmetic element by element
+with the same IEEE operations (numba compiles without fast-math, so no contraction into
+FMA and no reciprocal for a division); only the sums (P x, x.g, v.x, w.x, x.x, the
+refresh's factorisation) add in a fixed order of their own instead of BLAS/LAPACK's.
+AROW's step has no sum, so it gives the numpy code's bits.
 
 ``cache=True``: compiled code is stored next to this file, or under ``NUMBA_CACHE_DIR``
 where the package directory is read-only (the Docker image), and loaded on later starts.
