@@ -119,6 +119,8 @@ def warm() -> None:
         ("dvaw", {"refresh": 2}, 1.0),
         ("rls", {}, 1.0),
         ("dvaw-ensemble", {}, 1.0),
+        ("dvaw-sa", {}, 1.0),
+        ("vaw", {}, 1.0),
         ("pa", {}, 1.0),
         ("ogd", {}, 1.0),
         ("arow", {}, 1),
