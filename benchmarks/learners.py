@@ -28,6 +28,7 @@ import numpy as np
 from _bench import RESULTS, fmt_rate, fmt_ratio, markdown_table, timed_rate, write
 
 import learners
+from learners import _accel
 
 DIMS = (10, 100, 500)
 #: rows generated per (kind, d); the timed loop cycles through them
@@ -470,6 +471,16 @@ def plot(cells: list[Cell], path) -> None:  # type: ignore[no-untyped-def]
     print(f"wrote {path.relative_to(_bench.ROOT)}")
 
 
+def kernels_note() -> str:
+    """Which code the learners run; the compiled kernels are loaded (from numba's cache, or
+    compiled) before any timing, as a worker does once per process."""
+    if _accel.get() is None:
+        return "learners on the numpy path (no numba, or ONLINEPREDICT_KERNELS=0)"
+    t0 = time.perf_counter()
+    _accel.warm()
+    return f"compiled kernels (numba), loaded in {time.perf_counter() - t0:.1f} s before timing"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--budget", type=float, default=0.3, help="CPU seconds per timed cell")
@@ -480,7 +491,7 @@ def main() -> None:
         DIMS = (10, 100)
         args.budget = min(args.budget, 0.1)
     started = time.perf_counter()
-    info = _bench.machine()
+    info = _bench.machine() + ", " + kernels_note()
     print(info, flush=True)
     cells: list[Cell] = []
     for kind in sorted(learners.REGISTRY):

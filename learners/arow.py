@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from learners import _accel
 from learners._classifier import (
     BinaryClassifier,
     GaussianCalibrated,
@@ -69,6 +70,11 @@ def shrink_covariance(
     denom = v + v_other + r
     if mode == "full":
         beta = 1.0 / denom
+        k = _accel.get()
+        if k is not None:  # the same bits in one compiled pass (learners/_kernels.py)
+            out = np.empty(cov.shape)
+            k.arow_shrink(cov, sx, beta, out)
+            return out
         return cov - beta * np.outer(sx, sx)
     out = cov.copy()
     J = np.flatnonzero(x)

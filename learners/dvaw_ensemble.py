@@ -17,6 +17,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
+from learners import _accel
 from learners._constraints import Constraint, Interval, Options
 from learners.base import Prediction, StateSize, StepReport, positive
 from learners.dvaw import (
@@ -24,12 +25,14 @@ from learners.dvaw import (
     STABILISER_CONSTRAINTS,
     Begin,
     StackLearner,
+    begin_of,
     clip,
     fresh_stack,
     hinted,
     resolve_floor,
     set_stack_attrs,
     stabilise,
+    step_compiled,
 )
 
 #: default horizon T_cap (spec §4.1 [eng]: a fixed cap instead of the doubling trick)
@@ -131,13 +134,14 @@ class GridEnsemble(StackLearner):
         return self.y_prev_ if self.ref == "last" else 0.0
 
     def _clipped_experts(
-        self, x: np.ndarray, hint: float | None
+        self, x: np.ndarray, hint: float | None, b: Begin | None = None
     ) -> tuple[Begin, float, float, float, np.ndarray]:
         """(b, y^Ref_t, B_t = [lo, hi], the experts' hinted predictions): in self mode the
         fixed point Clip_B(mu_i) (§3.6), in external mode y~ = y^Ref (Thm 4.2)."""
         y_ref = self._reference(hint)
         lo, hi = y_ref - self.M_, y_ref + self.M_
-        b = self._begin(x)
+        if b is None:
+            b = self._begin(x)
         h = clip(b.mu, lo, hi) if self.hint == "self" else y_ref
         return b, y_ref, lo, hi, hinted(b, h)
 
@@ -273,8 +277,8 @@ class DVAWEnsemble(GridEnsemble):
         p = np.exp(self.logp_)
         return np.asarray(p[1:] @ self.v_)
 
-    def _forecast(self, x: np.ndarray, hint: float | None) -> Forecast:
-        b, y_ref, lo, hi, experts = self._clipped_experts(x, hint)
+    def _forecast(self, x: np.ndarray, hint: float | None, b: Begin | None = None) -> Forecast:
+        b, y_ref, lo, hi, experts = self._clipped_experts(x, hint, b)
         raw = np.concatenate([[y_ref], experts])
         clipped = clip(raw, lo, hi)
         p = np.exp(self.logp_)
@@ -285,7 +289,15 @@ class DVAWEnsemble(GridEnsemble):
         return Prediction(self._forecast(x, hint).value)
 
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
-        f = self._forecast(x, hint)
+        k = _accel.get()
+        new = None
+        if k is not None:
+            # the experts' begin and commit in one compiled pass over each P (the commit
+            # does not depend on the hint or the meta-weights, spec §4.2)
+            new, sc = step_compiled(k, self, x, float(y))
+            f = self._forecast(x, hint, begin_of(sc))
+        else:
+            f = self._forecast(x, hint)
         self.t_ += 1
         ell = 0.5 * (y - f.clipped) ** 2  # clipped losses go to the meta (Alg. 2)
         n = self.logp_.size
@@ -293,7 +305,7 @@ class DVAWEnsemble(GridEnsemble):
         self.M_ = max(self.M_, abs(y - f.y_ref))
         self.y_prev_ = float(y)
         # experts learn from the raw loss, independent of hints (§4.2, §9 item 13)
-        s = self._commit(f.b, x, y)
+        s = self._commit(f.b, x, y) if new is None else new
         if self.stabilised:
             due = np.full(self._gamma.size, self.t_ % self.refresh == 0)
             s, n_ref, lifted = stabilise(s, f.b, due, self._floor)

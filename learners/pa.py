@@ -15,11 +15,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from learners import _accel
 from learners._constraints import Constraint, Interval, Options
 from learners.base import (
     BatchInterrupted,
     Learner,
     LinearRegressor,
+    Prediction,
     StepReport,
     make_report,
     quiet_underflow,
@@ -30,6 +32,8 @@ _FLOAT64 = np.dtype(np.float64)
 _vdot = np.vdot
 _isfinite = math.isfinite
 _new = object.__new__
+#: the compiled kernels' variant codes (learners/_kernels.py PA, PA1, PA2)
+_VARIANT_CODE = {"pa": 0, "pa1": 1, "pa2": 2}
 
 
 def pa_step_size(a: float, epsilon: float, sq_norm: float, variant: str, C: float) -> float:
@@ -90,7 +94,28 @@ class PARegressor(LinearRegressor):
     def __init__(self, dim: int, *, variant: str = "pa", C: float = 1.0, epsilon: float = 0.1):
         self._init_params(dim, {"variant": variant, "C": C, "epsilon": epsilon})
 
+    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
+        k = _accel.get()
+        if k is not None:  # the compiled w.x, as learn reports it
+            return Prediction(k.dot(self.w_, x))
+        return Prediction(float(self.w_ @ x))
+
+    def _learn_compiled(self, k: Any, x: np.ndarray, y: float) -> StepReport:
+        """One step by the compiled kernel (learners/_kernels.py ``pa_step``): the same
+        operations as below, w.x and x.x summed in index order."""
+        w2 = np.empty(self.dim)
+        y_hat, e, excess, tau, _ = k.pa_step(
+            self.w_, x, y, self.epsilon, _VARIANT_CODE[self.variant], self.C, w2
+        )
+        if tau > 0.0:
+            self.w_ = w2
+        self.t_ += 1
+        return _report(y_hat, e, excess, tau)
+
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
+        k = _accel.get()
+        if k is not None:
+            return self._learn_compiled(k, x, float(y))
         y_hat = float(self.w_ @ x)
         e = y_hat - y
         a = abs(e)
@@ -116,6 +141,20 @@ class PARegressor(LinearRegressor):
             or type(y) is not float
         ):
             return Learner.learn(self, x, y, hint=hint)
+        k = _accel.get()
+        if k is not None and _isfinite(y):
+            # the compiled step computes x.x anyway: a finite one proves x finite (as
+            # _check_x's fast path); otherwise nothing is kept and the base path decides
+            w2 = np.empty(self.dim)
+            y_hat, e, excess, tau, sq = k.pa_step(
+                self.w_, x, y, self.epsilon, _VARIANT_CODE[self.variant], self.C, w2
+            )
+            if not _isfinite(sq):
+                return Learner.learn(self, x, y, hint=hint)
+            if tau > 0.0:
+                self.w_ = w2
+            self.t_ += 1
+            return _report(y_hat, e, excess, tau)
         # _check_x's fast path: a finite x.x proves x finite (otherwise the base path
         # decides, with its messages), then _check_y's
         sq = float(_vdot(x, x))
@@ -123,6 +162,8 @@ class PARegressor(LinearRegressor):
             return Learner.learn(self, x, y, hint=hint)
         if not _isfinite(y):
             raise ValueError("y must be finite (no NaN or inf)")
+        if k is not None:
+            return self._learn_compiled(k, x, y)
         w = self.w_
         # np.vdot(a, b) is a @ b bit for bit (numpy's BLAS dot for 1-d float64 both), but
         # reports nothing to numpy's errstate. A finite dot product can only have
@@ -167,6 +208,9 @@ class PARegressor(LinearRegressor):
         the loss is zero), unless numpy's errstate does not ignore underflow: then on every
         round, as ``learn`` does, so the same rounds warn or raise."""
         rows, labels, _ = self._check_many(X, y, hints)
+        k = _accel.get()
+        if k is not None:
+            return self._learn_many_compiled(k, X, rows, labels)
         eps, variant, C = self.epsilon, self.variant, self.C
         w = self.w_
         buf = None
@@ -213,6 +257,27 @@ class PARegressor(LinearRegressor):
             self.w_ = w
             self.t_ += len(reports)
         return reports
+
+    def _learn_many_compiled(
+        self, k: Any, X: Any, rows: list[np.ndarray], labels: list[Any]
+    ) -> list[StepReport]:
+        """The checked batch in one compiled call (``pa_many``: ``pa_step`` on each row in
+        order, so a loop of the compiled ``learn`` bit for bit)."""
+        if type(X) is np.ndarray and X.dtype is _FLOAT64 and X.ndim == 2:
+            M = X  # validated as one matrix by _check_many
+        else:
+            M = np.array(rows, dtype=np.float64).reshape(len(rows), self.dim)
+        out = np.empty((len(rows), 4))
+        w2 = np.empty(self.dim)
+        k.pa_many(
+            self.w_, M, np.array(labels, dtype=np.float64), self.epsilon,
+            _VARIANT_CODE[self.variant], self.C, w2, out,
+        )  # fmt: skip
+        if (out[:, 3] > 0.0).any():
+            self.w_ = w2
+        self.t_ += len(rows)
+        report = _report
+        return [report(y_hat, e, excess, tau) for y_hat, e, excess, tau in out.tolist()]
 
     @classmethod
     def _test_params(cls) -> list[dict[str, Any]]:

@@ -12,9 +12,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from learners import _accel
 from learners._constraints import Constraint, Interval
 from learners.base import Prediction, StepReport, make_report, positive
-from learners.dvaw import OneExpert, fresh_stack, set_stack_attrs
+from learners.dvaw import OneExpert, fresh_stack, set_stack_attrs, step_compiled
 
 
 class RLS(OneExpert):
@@ -74,9 +75,19 @@ class RLS(OneExpert):
         self.t_ = 0
 
     def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
+        if _accel.get() is not None:  # the compiled v.x, as learn reports it
+            return Prediction(float(self._begin(x).mu[0]))
         return Prediction(float(self.v_[0] @ x))
 
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
+        k = _accel.get()
+        if k is not None:  # begin and commit in one compiled call
+            s, sc = step_compiled(k, self, x, float(y))
+            y_hat = float(sc[5, 0])
+            set_stack_attrs(self, s)
+            self.t_ += 1
+            err = y_hat - y
+            return make_report(y_hat, err * err, {})
         b = self._begin(x)
         y_hat = float(b.mu[0])
         set_stack_attrs(self, self._commit(b, x, y))

@@ -11,9 +11,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from learners import _accel
 from learners._constraints import Constraint
 from learners.base import Prediction, StepReport, make_report, positive
-from learners.dvaw import OneExpert, fresh_stack, set_stack_attrs
+from learners.dvaw import OneExpert, fresh_stack, set_stack_attrs, step_compiled
 
 
 class VAW(OneExpert):
@@ -69,6 +70,15 @@ class VAW(OneExpert):
         return Prediction(float(b.mu[0] * (1.0 - b.rho[0])))  # mu / (1 + q), spec §2
 
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
+        k = _accel.get()
+        if k is not None:  # begin and commit in one compiled call
+            s, sc = step_compiled(k, self, x, float(y))
+            _, _, _, _, rho, mu, _ = sc[:, 0].tolist()
+            y_hat = mu * (1.0 - rho)
+            set_stack_attrs(self, s)
+            self.t_ += 1
+            err = y_hat - y
+            return make_report(y_hat, err * err, {"leverage": rho})
         b = self._begin(x)
         y_hat = float(b.mu[0] * (1.0 - b.rho[0]))
         set_stack_attrs(self, self._commit(b, x, y))

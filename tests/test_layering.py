@@ -1,4 +1,5 @@
-"""The layering rule: learners import only numpy and the standard library."""
+"""The layering rule: learners import only numpy and the standard library (and numba, only
+in the compiled kernels' module, loaded lazily)."""
 
 from __future__ import annotations
 
@@ -58,11 +59,21 @@ def _imported_roots(path: pathlib.Path) -> set[str]:
     return roots
 
 
+#: the one module allowed to import the optional accelerator
+KERNELS = ROOT / "learners" / "_kernels.py"
+
+
 def test_learners_source_imports_only_numpy_and_stdlib() -> None:
     allowed = set(sys.stdlib_module_names) | {"numpy", "learners", "__future__"}
     for path in (ROOT / "learners").rglob("*.py"):
-        bad = _imported_roots(path) - allowed
+        bad = _imported_roots(path) - allowed - ({"numba"} if path == KERNELS else set())
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+    assert "numba" in _imported_roots(KERNELS)  # can fail: the exception is used
+
+
+def test_importing_learners_does_not_load_numba() -> None:
+    """numba (~0.3 s to import) is loaded on the first compiled step, not by ``import``."""
+    assert _loaded_after_import_learners(["numba", "learners._kernels"]) == []
 
 
 def test_clients_import_neither_learners_nor_service() -> None:
