@@ -27,6 +27,7 @@ def _preprocessed(inner: type[Learner]) -> type[Learner] | None:
     class Wrapped(Preprocessed):
         __doc__ = Preprocessed.__doc__
         _constraints = inner._constraints
+        task = inner.task  # the checks that apply follow the inner learner's task
         _test_stream = inner._test_stream
         _test_bad_labels = inner._test_bad_labels
 
