@@ -260,19 +260,64 @@ def child_main(args: argparse.Namespace) -> None:
 
 # ---- the worker, optionally under py-spy -----------------------------------------------------
 def profiled(path: str) -> Any:
-    """An ``on_start`` for ``run_worker``: py-spy records the worker until it stops."""
+    """An ``on_start`` for ``run_worker``: py-spy records the worker from its first learned
+    event (start-up and imports left out) until it stops."""
+    import threading
+
+    from benchmarks.service import learned
+
     spies: list[subprocess.Popen] = []
 
-    def attach(proc: subprocess.Popen) -> None:
-        cmd = [str(ROOT / ".venv" / "bin" / "py-spy"), "record", "--pid", str(proc.pid)]
+    def record(pid: int) -> None:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            env = dict(v.split(b"=", 1) for v in fh.read().split(b"\0") if b"=" in v)
+        port = int(env[b"ONLINEPREDICT_WORKER_METRICS_PORT"])
+        deadline = time.monotonic() + 60
+        while learned(port) == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        cmd = [str(ROOT / ".venv" / "bin" / "py-spy"), "record", "--pid", str(pid)]
         cmd += ["--rate", "250", "--format", "raw", "--output", path, "--nonblocking"]
         spies.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
+    def attach(proc: subprocess.Popen) -> None:
+        thread = threading.Thread(target=record, args=(proc.pid,), daemon=True)
+        thread.start()
+        threads.append(thread)
+
+    threads: list[threading.Thread] = []
     attach.spies = spies  # type: ignore[attr-defined]
+    attach.threads = threads  # type: ignore[attr-defined]
     return attach
 
 
-def summarize_profile(raw: str, top: int = 25) -> str:
+def profile_worker(settings: Any, n: int, n_models: int, d: int, prefixes: list[str]) -> str:
+    """py-spy over a second worker on the same topic (its own group and keys), so the
+    profiler does not disturb the measured run; the summary of its samples."""
+    tag = uuid.uuid4().hex[:6]
+    ps = settings.model_copy(
+        update={
+            "consumer_group": f"{settings.consumer_group}-prof{tag}",
+            "key_prefix": f"{settings.key_prefix}prof{tag}:",
+        }
+    )
+    prefixes.append(ps.key_prefix)
+    asyncio.run(create_models(ps, n_models, d))
+    raw_path = str(RESULTS / "peers-worker.raw")
+    spy = profiled(raw_path)
+    _worker(ps, n, spy)
+    for t in spy.threads:
+        t.join(10)
+    for p in spy.spies:
+        p.wait(30)
+    if not os.path.exists(raw_path):
+        return "(py-spy wrote no profile)"
+    try:
+        return summarize_profile(raw_path)
+    finally:
+        os.remove(raw_path)
+
+
+def summarize_profile(raw: str, top: int = 40) -> str:
     """Self and inclusive shares of the busiest functions in a py-spy raw (collapsed) file."""
     total = 0
     incl: Counter[str] = Counter()
@@ -388,17 +433,9 @@ def run_config(args, bootstrap, redis, run, tag, conf, n, n_models, d, prefixes)
     topic = settings.events_topic
     add("raw aiokafka consume, no decoding", asyncio.run(raw_consume(settings, n)))
     add("raw consume + orjson.loads", asyncio.run(raw_consume(settings, n, decode="orjson")))
-    spy = None
+    add("onlinepredict worker (pa, defaults)", _worker(settings, n, None))
     if args.profile_worker and n_models == 1 and d == 20:
-        raw_path = str(RESULTS / "peers-worker.raw")
-        spy = profiled(raw_path)
-    add("onlinepredict worker (pa, defaults)", _worker(settings, n, spy))
-    if spy is not None:
-        for p in spy.spies:
-            p.wait(30)
-        if os.path.exists(raw_path):
-            out["profile"] = summarize_profile(raw_path)
-            os.remove(raw_path)
+        out["profile"] = profile_worker(settings, n, n_models, d, prefixes)
     for guarantee in ("at-least-once", "exactly-once"):
         if guarantee == "exactly-once" and args.no_quix_eo:
             continue
