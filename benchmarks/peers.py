@@ -22,8 +22,8 @@ tansu broker and Redis of ``service.py``.
     python benchmarks/peers.py [--events 300000] [--many-events 100000] [--dims 20,100]
         [--d100-scale 0.34] [--frame-rows 500] [--no-frames] [--profile-worker]
 
-Prints the tables; writes benchmarks/results/peers.md (and, with ``--profile-worker``, a
-py-spy profile of the worker on the 1-model d = 20 JSON topic: results/peers-worker.txt).
+Prints the tables; writes benchmarks/results/peers.md (with ``--profile-worker``, also the
+summary of a py-spy profile of a second worker on the 1-model d = 20 JSON topic).
 """
 
 from __future__ import annotations
