@@ -567,31 +567,29 @@ def report(results, notes, info, elapsed, removed, args, profile_txt) -> None:  
         worker = find(conf, "JSON", "onlinepredict worker") or {}
         fworker = find(conf, "frames", "onlinepredict worker")
         if fworker and fworker.get("wall"):
-            q = fworker["wall"] / quix["wall"] if quix.get("wall") else None
-            rw = fworker["wall"] / raw["wall"] if raw.get("wall") else None
+            # verdicts on events per CPU-s (the robust figure on a shared machine), wall beside
+            for goal, base, target in (
+                (">= 5x the Quix app (ALO)", quix, 5.0),
+                (">= 40% of raw JSON consume, in events", raw, 0.4),
+            ):
+                got = fworker["cpu"] / base["cpu"] if base.get("cpu") else None
+                goals.append(
+                    [
+                        conf,
+                        f"frames worker {goal}",
+                        f"CPU {fmt_ratio(fworker['cpu'], base.get('cpu'))},"
+                        f" wall {fmt_ratio(fworker['wall'], base.get('wall'))}",
+                        "MET" if got and got >= target else "NOT MET",
+                    ]
+                )
             goals.append(
                 [
                     conf,
-                    "frames worker >= 5x Quix (wall)",
-                    fmt_ratio(fworker["wall"], quix.get("wall")),
-                    "MET" if q and q >= 5 else "NOT MET",
-                ]
-            )
-            goals.append(
-                [
-                    conf,
-                    "frames worker >= 40% of raw consume (wall)",
-                    f"{100 * (rw or 0):.0f}%",
-                    "MET" if rw and rw >= 0.4 else "NOT MET",
-                ]
-            )
-            wj = worker.get("wall")
-            goals.append(
-                [
-                    conf,
-                    "frames worker vs the JSON worker of this run",
-                    fmt_ratio(fworker["wall"], wj),
-                    "(JSON >= 2x today's worker: judged against this run's JSON row)",
+                    "frames worker vs this run's JSON worker",
+                    f"CPU {fmt_ratio(fworker['cpu'], worker.get('cpu'))},"
+                    f" wall {fmt_ratio(fworker['wall'], worker.get('wall'))}",
+                    "(the JSON >= 2x goal compares the JSON row with today's: results/peers.md"
+                    " of the run before frames)",
                 ]
             )
         else:
