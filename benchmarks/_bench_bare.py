@@ -1,18 +1,45 @@
-"""The bare FastAPI endpoint ``benchmarks/predict.py`` compares the predict route with: the
-same path and method, no dependencies, no body parsing, a constant answer.
+"""The bare FastAPI endpoints ``benchmarks/predict.py`` compares the predict route with, both
+without dependencies:
+
+* ``POST /v1/models/{id}/predict``: the same path and method, no body parsing, a constant
+  answer (the floor of any FastAPI route);
+* ``POST /minimal/v1/models/{id}/predict``: the minimal equivalent of a prediction (issue 18):
+  parse the JSON body, one numpy matrix-vector product over ``x`` or ``instances``, answer
+  values and prediction ids with orjson. No spec check, no storage of the rows for their
+  labels, no checkpoint version read: what the predict route does beyond it is the cost
+  of the service.
 
     uvicorn benchmarks._bench_bare:app   (run from the repository root)
 """
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+import os
+
+import numpy as np
+import orjson
+from fastapi import FastAPI, Request, Response
 
 app = FastAPI()
 
 CONSTANT = {"predictions": [{"value": 0.0, "prediction_id": "0" * 32}], "model_version": 0}
+W = np.random.default_rng(0).normal(size=int(os.environ.get("BENCH_BARE_DIM", "20")))
 
 
 @app.post("/v1/models/{model_id}/predict")
 async def predict(model_id: str) -> dict[str, object]:
     return CONSTANT
+
+
+@app.post("/minimal/v1/models/{model_id}/predict")
+async def predict_minimal(model_id: str, request: Request) -> Response:
+    body = orjson.loads(await request.body())
+    X = np.array(body["instances"] if "instances" in body else [body["x"]], dtype=np.float64)
+    values = (X @ W).tolist()
+    ids = os.urandom(16 * len(values)).hex()
+    out = [
+        {"value": v, "prediction_id": ids[32 * i : 32 * (i + 1)]} for i, v in enumerate(values)
+    ]
+    return Response(
+        orjson.dumps({"predictions": out, "model_version": 1}), media_type="application/json"
+    )

@@ -194,9 +194,10 @@ def learned(port: int) -> int:
     )
 
 
-def run_worker(settings, n: int, timeout_s: float) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def run_worker(settings, n: int, timeout_s: float, on_start=None) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """Start a worker on the pre-produced topic and follow how many events it has learned
-    (its live ``/metrics``), until all ``n`` are learned and checkpointed."""
+    (its live ``/metrics``), until all ``n`` are learned and checkpointed. ``on_start(proc)``
+    is called once the process runs (peers.py attaches a profiler there)."""
     import redis as redis_lib
 
     from service.embedded import free_port
@@ -212,6 +213,8 @@ def run_worker(settings, n: int, timeout_s: float) -> dict[str, Any]:  # type: i
     proc = subprocess.Popen(
         [sys.executable, "-m", "service.worker"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL
     )
+    if on_start is not None:
+        on_start(proc)
     samples: list[tuple[float, int, float, float]] = []  # (time, applied, cpu s, rss MB)
     rss_at: float | None = None
     rss_series: list[tuple[int, float]] = []  # (applied, RSS MB) at each 100k crossed
