@@ -80,6 +80,9 @@ class KafkaLog:
             group_id=None,
             auto_offset_reset="none",
             fetch_max_wait_ms=FETCH_MAX_WAIT_MS,  # an empty answer comes back at once
+            # it keeps one record per read; unpacking a whole fetch cost the worker a quarter
+            # of its CPU before each checkpoint (benchmarks/README.md, "peers")
+            max_poll_records=1,
             **kafka,
         )
         return cls(consumer, producer, probe)
