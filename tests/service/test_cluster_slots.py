@@ -25,6 +25,7 @@ from redis.cluster import key_slot
 
 from service.api.redis_access import RedisAccess
 from service.store import registry
+from service.store import seen as seen_layout
 from service.store.checkpoints import (
     CheckpointWrite,
     Counters,
@@ -109,8 +110,8 @@ async def _exercise(client: Any, keys: Keys) -> None:
             state=b"state",
             counters=Counters(applied=2),
             expected_version=0,
-            new_ids=[(1, "a"), (2, "b")],
-            unsee_above=1,
+            seen=seen_layout.encode(seen_layout.of_ids([(1, "a"), (2, "b")])),
+            seen_whole=True,
             incarnation="i",
             token="t1",
         )
