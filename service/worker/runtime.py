@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,8 @@ APPLIED, DUPLICATE, REJECTED, SKIPPED = "applied", "duplicate", "rejected", "ski
 _MASK64 = (1 << 64) - 1
 _SKIP, _DUP, _LEARN = 0, 1, 2  # handle_many's decisions, as codes in an array
 _OUTCOMES = [(SKIPPED, ""), (DUPLICATE, ""), (APPLIED, "")]
+_EVENT, _PARTITION, _OFFSET = itemgetter(0), itemgetter(1), itemgetter(2)
+_ID = attrgetter("id")
 
 
 @dataclass
@@ -254,7 +257,11 @@ class ModelRuntime:
         codes, digest = self._decide(items)
         learn = np.flatnonzero(codes == _LEARN)
         if len(learn):
-            todo = [items[i][0] for i in learn.tolist()]
+            todo = (
+                list(map(_EVENT, items))
+                if len(learn) == len(items)
+                else [items[i][0] for i in learn.tolist()]
+            )
             undo = Undo(self.learner, self.stats)
             try:  # ragged rows (a wrong dimension) fail in np.array already
                 X = np.array([e.x for e in todo], dtype=np.float64)
@@ -278,12 +285,12 @@ class ModelRuntime:
         skipped (the stamp covers it), duplicate (in the seen window as it will be at the
         event's turn, evictions by the events learned before it included) or to learn."""
         n = len(items)
-        digest = digests([event.id for event, _, _ in items])
+        digest = digests(map(_ID, map(_EVENT, items)))
         codes = np.full(n, _LEARN, dtype=np.int8)
         s = self.stamp
-        if s is not None:  # a group is one partition's, in offset order
-            offsets = np.fromiter((o for _, p, o in items if p == s.partition), np.int64)
-            if len(offsets) == n:
+        if s is not None:
+            if set(map(_PARTITION, items)) == {s.partition}:  # the usual: one partition's
+                offsets = np.fromiter(map(_OFFSET, items), np.int64, n)
                 codes[offsets <= s.offset] = _SKIP
             else:
                 codes[[self.covers(p, o) for _, p, o in items]] = _SKIP

@@ -20,6 +20,8 @@ import numpy as np
 from service.store import seen as layout
 from service.store.seen import SeenRecords
 
+_SMALL = 16  # batches up to this many ids are decided one id after the other
+
 
 class SeenWindow:
     def __init__(self, keep: int) -> None:
@@ -75,17 +77,22 @@ class SeenWindow:
         if self.keep == 0 or n == 0:
             return dup
         assert n <= self.keep
+        if n <= _SMALL:
+            return self._duplicates_in_order(digests.tolist())
         seq = self._seqs(digests)
         hit = seq >= 0
-        repeat_ = np.ones(n, dtype=bool)  # an earlier id of the batch has the same digest
-        repeat_[np.unique(digests, return_index=True)[1]] = False
-        if not hit.any() and not repeat_.any():
+        keys = digests.tolist()
+        distinct = len(set(keys)) == n
+        if distinct and not hit.any():
             return dup
+        repeat_ = np.zeros(n, dtype=bool)  # an earlier id of the batch has the same digest
+        if not distinct:
+            repeat_[:] = True
+            repeat_[np.unique(digests, return_index=True)[1]] = False
         if self._size + n <= self.keep:  # nothing is evicted during the batch
             return hit | repeat_
         # Evictions depend on how many were learned before: decide the few ids that hit
         # the window or repeat in order; every other id is learned.
-        keys = digests.tolist()
         learned: set[int] = set()
         oldest, base, ndup = self._oldest, self._size - self.keep, 0
         for i in np.flatnonzero(hit | repeat_).tolist():
@@ -98,6 +105,19 @@ class SeenWindow:
                 continue
             ndup += 1
         return dup
+
+    def _duplicates_in_order(self, keys: list[int]) -> np.ndarray:
+        """``duplicates`` one id after the other: cheaper than array set-up for a few ids."""
+        out = np.zeros(len(keys), dtype=bool)
+        learned: set[int] = set()
+        get, oldest, base = self._index.get, self._oldest, self._size - self.keep
+        for i, key in enumerate(keys):
+            seq = get(key, -1)
+            if key in learned or (seq >= oldest and seq - oldest >= base + len(learned)):
+                out[i] = True
+            else:
+                learned.add(key)
+        return out
 
     def add(self, digests: np.ndarray, applied: np.ndarray, now: float) -> None:
         """Append applied ids (oldest first), evicting the oldest beyond ``keep``."""

@@ -13,6 +13,7 @@ import pytest
 
 from service.store import seen as layout
 from service.store.checkpoints import id_hash
+from service.worker import seen as seen_module
 from service.worker.adapters.memory_store import MemoryStore
 from service.worker.events import Event
 from service.worker.runtime import APPLIED, DUPLICATE, SKIPPED, ModelRuntime, load_models
@@ -33,9 +34,13 @@ def _reference(window: OrderedDict[str, None], keep: int, ids: list[str]) -> lis
     return out
 
 
+@pytest.mark.parametrize("small", [0, 16])  # 0: every batch through the array path
 @pytest.mark.parametrize("keep", [1, 2, 3, 5, 8, 50])
 @pytest.mark.parametrize("seed", range(20))
-def test_batch_decisions_equal_the_loop_evictions_included(keep: int, seed: int) -> None:
+def test_batch_decisions_equal_the_loop_evictions_included(
+    keep: int, seed: int, small: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(seen_module, "_SMALL", small)
     rng = random.Random(seed)
     alphabet = rng.choice([3, keep + 2, 2 * keep + 3, 40])
     ref: OrderedDict[str, None] = OrderedDict()
