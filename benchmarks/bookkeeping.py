@@ -78,12 +78,8 @@ class LoopWindow:
 
 def _new_bookkeeping(rt: Any, items: list[Any]) -> list[str]:
     """``handle_many`` without the learner: decisions, then the applied ids' bookkeeping."""
-    from service.worker.runtime import _DUP, _LEARN, _OUTCOMES
-
-    codes, digest = rt._decide(items)
-    rt._applied_many(digest[codes == _LEARN])
-    rt.counters.duplicate += int(np.count_nonzero(codes == _DUP))
-    return [_OUTCOMES[c][0] for c in codes.tolist()]
+    codes, _, learned = rt._plan(items)
+    return [o for o, _ in rt._settle(items, codes, learned)]
 
 
 def _stream(n: int, dup_rate: float, seed: int) -> list[str]:
@@ -179,6 +175,7 @@ async def checkpoint_cost(redis_url: str, ck: Any, new_style: bool) -> dict[str,
     keys = Keys(f"opbench:bk:{uuid.uuid4().hex[:8]}:")
     ids = _stream(KEEP + 10 * 5_000, 0.0, 3)
     applied, version, token = 0, 0, ""
+    version_marks: list[int] = []  # writes so far: each moves the stamp
     out: dict[str, float] = {}
 
     async def write(chunk: list[str]) -> tuple[float, int]:
@@ -194,12 +191,12 @@ async def checkpoint_cost(redis_url: str, ck: Any, new_style: bool) -> dict[str,
         w = ck.CheckpointWrite(
             model="m",
             topic="t",
-            stamp=Stamp(0, applied, chunk[-1]),
+            stamp=Stamp(0, applied + len(version_marks), "e"),
             state=b"s" * (8 * DIM + 64),
             counters=Counters(applied=applied),
             expected_version=version,
             expected_token=token,
-            token=f"t{applied}",
+            token=f"t{len(version_marks)}",
             **seen_kw,
         )
         t0 = time.perf_counter()
@@ -207,6 +204,7 @@ async def checkpoint_cost(redis_url: str, ck: Any, new_style: bool) -> dict[str,
         elapsed = time.perf_counter() - t0
         assert res.outcome == "ok", res
         version, token = res.version, w.token
+        version_marks.append(version)
         return elapsed, sent
 
     try:
@@ -218,6 +216,7 @@ async def checkpoint_cost(redis_url: str, ck: Any, new_style: bool) -> dict[str,
             t, sent = await write(ids[lo : lo + 5_000])
             times.append(t)
         out["steady_ms"], out["steady_sent"] = 1e3 * float(np.median(times)), sent
+        out["empty_ms"] = 1e3 * float(np.median([(await write([]))[0] for _ in range(10)]))
         out["memory"] = float(await client.memory_usage(keys.seen("m")) or 0)
         await client.delete(keys.state("m"), keys.history("m"), keys.seen("m"))
     finally:
@@ -277,6 +276,7 @@ def main() -> None:
                     f"{r['first_sent'] / 1024:.0f} KiB",
                     f"{r['steady_ms']:.2f}",
                     f"{r['steady_sent'] / 1024:.0f} KiB",
+                    f"{r['empty_ms']:.2f}",
                     f"{r['memory'] / 1024:.0f} KiB",
                 ]
             )
@@ -292,6 +292,7 @@ def main() -> None:
                 "sent",
                 "write with 5,000 new, full window (ms, median of 10)",
                 "sent",
+                "write with no new id (ms)",
                 "Redis memory of the key",
             ],
             rows,

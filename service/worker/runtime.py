@@ -40,7 +40,7 @@ from service.store.checkpoints import (
 from service.store.seen import SeenRecords, digests
 from service.worker.events import Event
 from service.worker.ports import ModelStore
-from service.worker.seen import SeenWindow
+from service.worker.seen import FEW, SeenWindow
 from service.worker.undo import Undo, UnsafeState, check_finite
 
 logger = logging.getLogger(__name__)
@@ -254,13 +254,12 @@ class ModelRuntime:
         keep = self.seen_keep
         if keep and len(items) > keep:
             return [self._one(*item) for item in items]  # the window would turn over
-        codes, digest = self._decide(items)
-        learn = np.flatnonzero(codes == _LEARN)
-        if len(learn):
+        codes, learn, learned = self._plan(items)
+        if learn:
             todo = (
                 list(map(_EVENT, items))
                 if len(learn) == len(items)
-                else [items[i][0] for i in learn.tolist()]
+                else [items[i][0] for i in learn]
             )
             undo = Undo(self.learner, self.stats)
             try:  # ragged rows (a wrong dimension) fail in np.array already
@@ -271,20 +270,55 @@ class ModelRuntime:
             except Exception:  # a fault in the batch: find it event by event
                 undo.restore(self)
                 return [self._one(*item) for item in items]
-            self._applied_many(digest[learn])
-        ndup = int(np.count_nonzero(codes == _DUP))
-        self.counters.duplicate += ndup
-        decided = np.flatnonzero(codes != _SKIP)
-        if len(decided):  # the stamp after the decided events
-            event, partition, offset = items[int(decided[-1])]
-            self._moved((partition, offset, event.id))
-        return [_OUTCOMES[c] for c in codes.tolist()]
+        return self._settle(items, codes, learned)
 
-    def _decide(self, items: Sequence[tuple[Event, int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    def _plan(
+        self, items: Sequence[tuple[Event, int, int]]
+    ) -> tuple[list[int], list[int], np.ndarray | list[int]]:
+        """The decisions (codes), the positions of the events to learn and their digests."""
+        decided, digest = self._decide(items)
+        if isinstance(decided, np.ndarray):
+            at = np.flatnonzero(decided == _LEARN)
+            return decided.tolist(), at.tolist(), np.asarray(digest)[at]
+        keys = list(digest)
+        learn = [i for i, c in enumerate(decided) if c == _LEARN]
+        return decided, learn, [keys[i] for i in learn]
+
+    def _settle(
+        self,
+        items: Sequence[tuple[Event, int, int]],
+        codes: list[int],
+        learned: np.ndarray | list[int],
+    ) -> list[tuple[str, str]]:
+        """After the events to learn are learned: counters, window and stamp; outcomes."""
+        if len(learned):
+            self._applied_many(learned)
+        self.counters.duplicate += codes.count(_DUP)
+        for i in range(len(codes) - 1, -1, -1):  # the stamp after the decided events
+            if codes[i] != _SKIP:
+                event, partition, offset = items[i]
+                self._moved((partition, offset, event.id))
+                break
+        return [_OUTCOMES[c] for c in codes]
+
+    def _decide(
+        self, items: Sequence[tuple[Event, int, int]]
+    ) -> tuple[np.ndarray, np.ndarray] | tuple[list[int], list[int]]:
         """The loop's decisions for the batch, side-effect free, and the ids' digests:
         skipped (the stamp covers it), duplicate (in the seen window as it will be at the
-        event's turn, evictions by the events learned before it included) or to learn."""
+        event's turn, evictions by the events learned before it included) or to learn.
+        Arrays; for a few events, lists (array set-up would cost more than it saves)."""
         n = len(items)
+        if n <= FEW:
+            keys = [id_hash(event.id) for event, _, _ in items]
+            out = [_SKIP if self.covers(p, o) else _LEARN for _, p, o in items]
+            live = [i for i, c in enumerate(out) if c == _LEARN]
+            if self.seen_keep and live:
+                dup = self.seen.duplicates_in_order([keys[i] for i in live])
+                for i, d in zip(live, dup, strict=True):
+                    if d:
+                        out[i] = _DUP
+            return out, keys
         digest = digests(map(_ID, map(_EVENT, items)))
         codes = np.full(n, _LEARN, dtype=np.int8)
         s = self.stamp
@@ -294,9 +328,9 @@ class ModelRuntime:
                 codes[offsets <= s.offset] = _SKIP
             else:
                 codes[[self.covers(p, o) for _, p, o in items]] = _SKIP
-        live = np.flatnonzero(codes != _SKIP)
-        if self.seen_keep and len(live):
-            codes[live[self.seen.duplicates(digest[live])]] = _DUP
+        live_at = np.flatnonzero(codes != _SKIP)
+        if self.seen_keep and len(live_at):
+            codes[live_at[self.seen.duplicates(digest[live_at])]] = _DUP
         return codes, digest
 
     def _learn_batch(self, X: np.ndarray, todo: list[Event]) -> list[StepReport]:
@@ -364,15 +398,15 @@ class ModelRuntime:
         if self.seen_keep:
             self.seen.add_one(h, c.applied, time.time())
 
-    def _applied_many(self, digest: np.ndarray) -> None:
+    def _applied_many(self, digest: np.ndarray | list[int]) -> None:
         """``_applied`` for ids learned in order, given their digests."""
         c = self.counters
         first = c.applied + 1
         c.applied += len(digest)
-        c.ids_sum = (c.ids_sum + int(digest.sum(dtype=np.uint64))) & _MASK64
+        total = sum(digest) if isinstance(digest, list) else int(digest.sum(dtype=np.uint64))
+        c.ids_sum = (c.ids_sum + total) & _MASK64
         if self.seen_keep:
-            applied = np.arange(first, c.applied + 1, dtype=np.int64)
-            self.seen.add(digest, applied, time.time())
+            self.seen.add(digest, range(first, c.applied + 1), time.time())
 
     def dedupe_horizon(self, now: float) -> tuple[int, float]:
         """The dedupe horizon (docs/reliability.md, "Duplicates"): an id re-sent is dropped

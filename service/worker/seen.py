@@ -13,6 +13,7 @@ evictions by the ids learned before it in the batch included).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import repeat
 
 import numpy as np
@@ -20,7 +21,7 @@ import numpy as np
 from service.store import seen as layout
 from service.store.seen import SeenRecords
 
-_SMALL = 16  # batches up to this many ids are decided one id after the other
+FEW = 16  # up to this many ids, one after the other costs less than setting up arrays
 
 
 class SeenWindow:
@@ -77,8 +78,8 @@ class SeenWindow:
         if self.keep == 0 or n == 0:
             return dup
         assert n <= self.keep
-        if n <= _SMALL:
-            return self._duplicates_in_order(digests.tolist())
+        if n <= FEW:
+            return np.array(self.duplicates_in_order(digests.tolist()), dtype=bool)
         seq = self._seqs(digests)
         hit = seq >= 0
         keys = digests.tolist()
@@ -106,41 +107,58 @@ class SeenWindow:
             ndup += 1
         return dup
 
-    def _duplicates_in_order(self, keys: list[int]) -> np.ndarray:
-        """``duplicates`` one id after the other: cheaper than array set-up for a few ids."""
-        out = np.zeros(len(keys), dtype=bool)
+    def duplicates_in_order(self, keys: list[int]) -> list[bool]:
+        """``duplicates`` one id after the other, for a few ids (digests as ints)."""
+        out = []
         learned: set[int] = set()
         get, oldest, base = self._index.get, self._oldest, self._size - self.keep
-        for i, key in enumerate(keys):
+        for key in keys:
             seq = get(key, -1)
             if key in learned or (seq >= oldest and seq - oldest >= base + len(learned)):
-                out[i] = True
+                out.append(True)
             else:
+                out.append(False)
                 learned.add(key)
         return out
 
-    def add(self, digests: np.ndarray, applied: np.ndarray, now: float) -> None:
+    def add(
+        self,
+        digests: np.ndarray | list[int],
+        applied: np.ndarray | Sequence[int],
+        now: float,
+    ) -> None:
         """Append applied ids (oldest first), evicting the oldest beyond ``keep``."""
         k, keep = len(digests), self.keep
         if keep == 0 or k == 0:
             return
         self.evicted += max(0, self._size + k - keep)
-        if k > keep:
-            self._next += k - keep
-            digests, applied, k = digests[-keep:], applied[-keep:], keep
-        slots = np.arange(self._next, self._next + k) % keep
-        self._digest[slots] = digests
-        self._applied[slots] = applied
-        self._time[slots] = now
-        self._index.update(zip(digests.tolist(), range(self._next, self._next + k), strict=True))
-        self._next += k
+        if k <= FEW:  # element by element: cheaper than array set-up for a few ids
+            keys = digests.tolist() if isinstance(digests, np.ndarray) else digests
+            seq, index = self._next, self._index
+            for key, a in zip(keys, applied, strict=True):
+                slot = seq % keep
+                self._digest[slot], self._applied[slot], self._time[slot] = key, a, now
+                index[key] = seq
+                seq += 1
+            self._next = seq
+        else:
+            d, a = np.asarray(digests, np.uint64), np.asarray(applied, np.int64)
+            if k > keep:
+                self._next += k - keep
+                d, a, k = d[-keep:], a[-keep:], keep
+            slots = np.arange(self._next, self._next + k) % keep
+            self._digest[slots] = d
+            self._applied[slots] = a
+            self._time[slots] = now
+            self._index.update(zip(d.tolist(), range(self._next, self._next + k), strict=True))
+            self._next += k
         self._size = min(self._size + k, keep)
         if len(self._index) > 2 * keep + 64:  # drop the stale entries
             seqs = range(self._oldest, self._next)
             self._index = dict(zip(self._digest[self._slots(seqs)].tolist(), seqs, strict=True))
 
     def add_one(self, digest: int, applied: int, now: float) -> None:
-        self.add(np.array([digest], np.uint64), np.array([applied], np.int64), now)
+        self.add([digest], (applied,), now)
 
     def _slots(self, seqs: range) -> np.ndarray:
         return np.arange(seqs.start, seqs.stop) % max(self.keep, 1)

@@ -40,7 +40,7 @@ def _reference(window: OrderedDict[str, None], keep: int, ids: list[str]) -> lis
 def test_batch_decisions_equal_the_loop_evictions_included(
     keep: int, seed: int, small: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(seen_module, "_SMALL", small)
+    monkeypatch.setattr(seen_module, "FEW", small)
     rng = random.Random(seed)
     alphabet = rng.choice([3, keep + 2, 2 * keep + 3, 40])
     ref: OrderedDict[str, None] = OrderedDict()
