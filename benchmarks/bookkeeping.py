@@ -14,6 +14,8 @@
    the same through that revision's write script (a sorted set of ids).
 
     python benchmarks/bookkeeping.py [--baseline 79420a3]
+
+Prints the tables; writes benchmarks/results/bookkeeping.md.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 
 import _bench  # before numpy: pins BLAS threads
 import numpy as np
-from _bench import ROOT, markdown_table
+from _bench import RESULTS, ROOT, markdown_table
 
 KEEP = 10_000
 DIM = 20
@@ -228,17 +230,24 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--baseline", help="git revision whose runtime and write script to compare")
     args = ap.parse_args()
-    print(f"Machine: {_bench.machine()}")
+    lines: list[str] = []
+
+    def emit(text: str) -> None:
+        print(text)
+        lines.append(text)
+
+    started = time.perf_counter()
+    emit(f"Machine: {_bench.machine()}")
     rows = []
     for batch in (500, 50, 5):
         r = bookkeeping(batch)
         rows.append(
             [batch, f"{r['old_us']:.2f}", f"{r['new_us']:.2f}", f"{r['old_us'] / r['new_us']:.1f}x"]
         )
-    print(
+    emit(
         "\nBookkeeping per event (decisions + applied ids), CPU us, window 10,000 full, 1% re-sent"
     )
-    print(markdown_table(["batch", "event loop (replaced)", "SeenWindow", "speed-up"], rows))
+    emit(markdown_table(["batch", "event loop (replaced)", "SeenWindow", "speed-up"], rows))
 
     from service.worker.runtime import ModelRuntime
 
@@ -255,8 +264,8 @@ def main() -> None:
     head = ["batch", "events/CPU-s now"]
     if old_rt is not None:
         head += [f"at {args.baseline}", "ratio"]
-    print("\nhandle_many end to end (PA, d = 20), median of 5 runs each, in turns")
-    print(markdown_table(head, rows))
+    emit("\nhandle_many end to end (PA, d = 20), median of 5 runs each, in turns")
+    emit(markdown_table(head, rows))
 
     from service.store import checkpoints as ck_new
 
@@ -267,8 +276,12 @@ def main() -> None:
             ck_old = _load(args.baseline, "service/store/checkpoints.py", "_baseline_ck")
             variants.append((f"sorted set ({args.baseline})", ck_old, False))
         rows = []
-        for name, mod, new_style in variants:
-            r = asyncio.run(checkpoint_cost(redis_url, mod, new_style))
+        runs: list[list[dict[str, float]]] = [[] for _ in variants]
+        for _ in range(3):  # in turns, medians: the machine is shared
+            for k, (_, mod, new_style) in enumerate(variants):
+                runs[k].append(asyncio.run(checkpoint_cost(redis_url, mod, new_style)))
+        for (name, _, _), got in zip(variants, runs, strict=True):
+            r = {key: float(np.median([g[key] for g in got])) for key in got[0]}
             rows.append(
                 [
                     name,
@@ -283,20 +296,25 @@ def main() -> None:
     finally:
         if server is not None:
             server.stop()  # type: ignore[attr-defined]
-    print("\nCheckpoint of one model's seen window (10,000 ids kept)")
-    print(
+    emit("\nCheckpoint of one model's seen window (10,000 ids kept)")
+    emit(
         markdown_table(
             [
                 "layout",
-                "write with 10,000 new ids (ms)",
+                "write with 10,000 new ids (ms, median of 3)",
                 "sent",
                 "write with 5,000 new, full window (ms, median of 10)",
                 "sent",
-                "write with no new id (ms)",
+                "write with no new id (ms, median)",
                 "Redis memory of the key",
             ],
             rows,
         )
+    )
+    emit(f"\nWhole run {time.perf_counter() - started:.0f} s.")
+    _bench.write(
+        RESULTS / "bookkeeping.md",
+        "# Bookkeeping and the seen window\n\n" + "\n".join(lines) + "\n",
     )
 
 
