@@ -311,7 +311,12 @@ class ModelRuntime:
         n = len(items)
         if n <= FEW:
             keys = [id_hash(event.id) for event, _, _ in items]
-            out = [_SKIP if self.covers(p, o) else _LEARN for _, p, o in items]
+            s = self.stamp
+            if s is None:
+                out = [_LEARN] * n
+            else:  # ``covers``, inline
+                sp, so = s.partition, s.offset
+                out = [_SKIP if p == sp and o <= so else _LEARN for _, p, o in items]
             live = [i for i, c in enumerate(out) if c == _LEARN]
             if self.seen_keep and live:
                 dup = self.seen.duplicates_in_order([keys[i] for i in live])

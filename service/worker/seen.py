@@ -22,6 +22,7 @@ from service.store import seen as layout
 from service.store.seen import SeenRecords
 
 FEW = 16  # up to this many ids, one after the other costs less than setting up arrays
+_TAIL = 1024  # entries staged in a list before they are moved into the arrays
 
 
 class SeenWindow:
@@ -38,6 +39,9 @@ class SeenWindow:
         self._writing = 0
         self.evicted = 0  # ids that left the window since it was made
         self.reset = False  # the store must get the whole window at the next write
+        # the newest entries, added a few at a time, not yet in the ring buffers:
+        # (digest, applied count, time)
+        self._tail: list[tuple[int, int, float]] = []
 
     @classmethod
     def load(cls, keep: int, stored: SeenRecords, now: float) -> SeenWindow:
@@ -132,16 +136,15 @@ class SeenWindow:
         if keep == 0 or k == 0:
             return
         self.evicted += max(0, self._size + k - keep)
-        if k <= FEW:  # element by element: cheaper than array set-up for a few ids
+        if k <= FEW:  # staged in a list: cheaper than array set-up for a few ids
             keys = digests.tolist() if isinstance(digests, np.ndarray) else digests
-            seq, index = self._next, self._index
-            for key, a in zip(keys, applied, strict=True):
-                slot = seq % keep
-                self._digest[slot], self._applied[slot], self._time[slot] = key, a, now
-                index[key] = seq
-                seq += 1
-            self._next = seq
+            self._index.update(zip(keys, range(self._next, self._next + k), strict=True))
+            self._tail.extend(zip(keys, applied, repeat(now, k), strict=True))
+            self._next += k
+            if len(self._tail) >= _TAIL:
+                self._flush()
         else:
+            self._flush()
             d, a = np.asarray(digests, np.uint64), np.asarray(applied, np.int64)
             if k > keep:
                 self._next += k - keep
@@ -154,8 +157,23 @@ class SeenWindow:
             self._next += k
         self._size = min(self._size + k, keep)
         if len(self._index) > 2 * keep + 64:  # drop the stale entries
+            self._flush()
             seqs = range(self._oldest, self._next)
             self._index = dict(zip(self._digest[self._slots(seqs)].tolist(), seqs, strict=True))
+
+    def _flush(self) -> None:
+        """Move the staged entries into the ring buffers."""
+        tail, keep = self._tail, self.keep
+        if not tail:
+            return
+        if len(tail) > keep:  # older ones are out of the window already
+            del tail[: len(tail) - keep]
+        keys, applied, times = zip(*tail, strict=True)
+        slots = np.arange(self._next - len(tail), self._next) % keep
+        self._digest[slots] = np.array(keys, dtype=np.uint64)
+        self._applied[slots] = applied
+        self._time[slots] = times
+        tail.clear()
 
     def add_one(self, digest: int, applied: int, now: float) -> None:
         self.add([digest], (applied,), now)
@@ -165,12 +183,14 @@ class SeenWindow:
 
     def records(self, since: int | None = None) -> SeenRecords:
         """The window's entries, oldest first (``since``: numbered from there on)."""
+        self._flush()
         first = self._oldest if since is None else max(since, self._oldest)
         slots = self._slots(range(first, self._next))
         return SeenRecords(self._applied[slots].copy(), self._digest[slots].copy())
 
     def oldest_time(self) -> float | None:
         """When the oldest id in the window was applied (None: empty)."""
+        self._flush()
         return float(self._time[self._oldest % self.keep]) if self._size else None
 
     def for_write(self) -> tuple[bytes, bool]:

@@ -54,8 +54,10 @@ def test_batch_decisions_equal_the_loop_evictions_included(
         learned = layout.digests(ids)[~dup]
         window.add(learned, np.arange(applied + 1, applied + 1 + len(learned)), 0.0)
         applied += len(learned)
-        assert window.records().digests.tolist() == layout.digests(list(ref)).tolist()
         assert len(window) == len(ref)
+        if rng.random() < 0.2:  # now and then: ids staged in between are moved in first
+            assert window.records().digests.tolist() == layout.digests(list(ref)).tolist()
+    assert window.records().digests.tolist() == layout.digests(list(ref)).tolist()
 
 
 def _events(ids: list[str]) -> list[tuple[Event, int, int]]:
