@@ -39,9 +39,11 @@ class SeenWindow:
         self._writing = 0
         self.evicted = 0  # ids that left the window since it was made
         self.reset = False  # the store must get the whole window at the next write
-        # the newest entries, added a few at a time, not yet in the ring buffers:
-        # (digest, applied count, time)
-        self._tail: list[tuple[int, int, float]] = []
+        # the newest entries, added a few at a time, not yet in the ring buffers: their
+        # digests, applied counts, and (how many, when) per addition
+        self._tail_keys: list[int] = []
+        self._tail_applied: list[int] = []
+        self._tail_times: list[tuple[int, float]] = []
 
     @classmethod
     def load(cls, keep: int, stored: SeenRecords, now: float) -> SeenWindow:
@@ -138,10 +140,13 @@ class SeenWindow:
         self.evicted += max(0, self._size + k - keep)
         if k <= FEW:  # staged in a list: cheaper than array set-up for a few ids
             keys = digests.tolist() if isinstance(digests, np.ndarray) else digests
-            self._index.update(zip(keys, range(self._next, self._next + k), strict=True))
-            self._tail.extend(zip(keys, applied, repeat(now, k), strict=True))
+            # lengths are equal by construction: strict=False spares a check per id
+            self._index.update(zip(keys, range(self._next, self._next + k), strict=False))
+            self._tail_keys.extend(keys)
+            self._tail_applied.extend(applied)
+            self._tail_times.append((k, now))
             self._next += k
-            if len(self._tail) >= _TAIL:
+            if len(self._tail_keys) >= _TAIL:
                 self._flush()
         else:
             self._flush()
@@ -163,17 +168,18 @@ class SeenWindow:
 
     def _flush(self) -> None:
         """Move the staged entries into the ring buffers."""
-        tail, keep = self._tail, self.keep
-        if not tail:
+        n, keep = len(self._tail_keys), self.keep
+        if not n:
             return
-        if len(tail) > keep:  # older ones are out of the window already
-            del tail[: len(tail) - keep]
-        keys, applied, times = zip(*tail, strict=True)
-        slots = np.arange(self._next - len(tail), self._next) % keep
-        self._digest[slots] = np.array(keys, dtype=np.uint64)
-        self._applied[slots] = applied
-        self._time[slots] = times
-        tail.clear()
+        counts, times = zip(*self._tail_times, strict=True)
+        start = max(0, n - keep)  # older ones are out of the window already
+        slots = np.arange(self._next - (n - start), self._next) % keep
+        self._digest[slots] = np.array(self._tail_keys[start:], dtype=np.uint64)
+        self._applied[slots] = self._tail_applied[start:]
+        self._time[slots] = np.repeat(times, counts)[start:]
+        self._tail_keys.clear()
+        self._tail_applied.clear()
+        self._tail_times.clear()
 
     def add_one(self, digest: int, applied: int, now: float) -> None:
         self.add([digest], (applied,), now)
