@@ -21,7 +21,7 @@ import numpy as np
 from service.store import seen as layout
 from service.store.seen import SeenRecords
 
-FEW = 16  # up to this many ids, one after the other costs less than setting up arrays
+FEW = 64  # up to this many ids, one after the other costs less than setting up arrays
 _TAIL = 1024  # entries staged in a list before they are moved into the arrays
 
 
