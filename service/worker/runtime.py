@@ -276,13 +276,36 @@ class ModelRuntime:
         self, items: Sequence[tuple[Event, int, int]]
     ) -> tuple[list[int], list[int], np.ndarray | list[int]]:
         """The decisions (codes), the positions of the events to learn and their digests."""
+        if len(items) <= FEW:
+            return self._plan_few(items)
         decided, digest = self._decide(items)
-        if isinstance(decided, np.ndarray):
-            at = np.flatnonzero(decided == _LEARN)
-            return decided.tolist(), at.tolist(), np.asarray(digest)[at]
-        keys = list(digest)
-        learn = [i for i, c in enumerate(decided) if c == _LEARN]
-        return decided, learn, [keys[i] for i in learn]
+        at = np.flatnonzero(decided == _LEARN)
+        return decided.tolist(), at.tolist(), digest[at]
+
+    def _plan_few(
+        self, items: Sequence[tuple[Event, int, int]]
+    ) -> tuple[list[int], list[int], list[int]]:
+        """``_plan`` for a few events, with lists (array set-up would cost more than it
+        saves); skipped events are not hashed."""
+        s = self.stamp
+        if s is None:
+            live = list(range(len(items)))
+        else:  # ``covers``, inline
+            sp, so = s.partition, s.offset
+            live = [i for i, (_, p, o) in enumerate(items) if p != sp or o > so]
+        keys = [id_hash(items[i][0].id) for i in live]
+        dup = self.seen.duplicates_in_order(keys) if self.seen_keep else [False] * len(keys)
+        codes = [_SKIP] * len(items)
+        learn: list[int] = []
+        learned: list[int] = []
+        for i, key, is_dup in zip(live, keys, dup, strict=True):
+            if is_dup:
+                codes[i] = _DUP
+            else:
+                codes[i] = _LEARN
+                learn.append(i)
+                learned.append(key)
+        return codes, learn, learned
 
     def _settle(
         self,
@@ -301,29 +324,11 @@ class ModelRuntime:
                 break
         return [_OUTCOMES[c] for c in codes]
 
-    def _decide(
-        self, items: Sequence[tuple[Event, int, int]]
-    ) -> tuple[np.ndarray, np.ndarray] | tuple[list[int], list[int]]:
+    def _decide(self, items: Sequence[tuple[Event, int, int]]) -> tuple[np.ndarray, np.ndarray]:
         """The loop's decisions for the batch, side-effect free, and the ids' digests:
         skipped (the stamp covers it), duplicate (in the seen window as it will be at the
-        event's turn, evictions by the events learned before it included) or to learn.
-        Arrays; for a few events, lists (array set-up would cost more than it saves)."""
+        event's turn, evictions by the events learned before it included) or to learn."""
         n = len(items)
-        if n <= FEW:
-            keys = [id_hash(event.id) for event, _, _ in items]
-            s = self.stamp
-            if s is None:
-                out = [_LEARN] * n
-            else:  # ``covers``, inline
-                sp, so = s.partition, s.offset
-                out = [_SKIP if p == sp and o <= so else _LEARN for _, p, o in items]
-            live = [i for i, c in enumerate(out) if c == _LEARN]
-            if self.seen_keep and live:
-                dup = self.seen.duplicates_in_order([keys[i] for i in live])
-                for i, d in zip(live, dup, strict=True):
-                    if d:
-                        out[i] = _DUP
-            return out, keys
         digest = digests(map(_ID, map(_EVENT, items)))
         codes = np.full(n, _LEARN, dtype=np.int8)
         s = self.stamp

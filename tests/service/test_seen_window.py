@@ -65,18 +65,24 @@ def _events(ids: list[str]) -> list[tuple[Event, int, int]]:
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_handle_many_equals_handle_on_a_full_window(seed: int) -> None:
+@pytest.mark.parametrize(
+    "keep, sizes",
+    [(6, (1, 7)), (80, (65, 81))],  # the list way, the array way (> FEW)
+)
+def test_handle_many_equals_handle_on_a_full_window(
+    seed: int, keep: int, sizes: tuple[int, int]
+) -> None:
     rng = random.Random(seed)
     spec = {"id": "m", "kind": "pa", "dim": 2}
-    ids = [f"e{rng.randrange(9)}" for _ in range(300)]
+    ids = [f"e{rng.randrange(keep + keep // 2)}" for _ in range(50 * keep)]
     items = _events(ids)
-    loop = ModelRuntime.create(spec, None, [], seen_keep=6)
-    many = ModelRuntime.create(spec, None, [], seen_keep=6)
+    loop = ModelRuntime.create(spec, None, [], seen_keep=keep)
+    many = ModelRuntime.create(spec, None, [], seen_keep=keep)
     expected = [loop.handle(*item) for item in items]
     got: list[str] = []
     i = 0
     while i < len(items):
-        k = rng.randrange(1, 7)
+        k = rng.randrange(*sizes)
         got += [o for o, _ in many.handle_many(items[i : i + k])]
         i += k
     assert got == expected and {APPLIED, DUPLICATE} <= set(got)
