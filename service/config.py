@@ -50,7 +50,9 @@ class Settings(BaseSettings):
     max_poll_records: int = Field(default=500, ge=1)  # records per poll (a frame is one)
     # a dead worker's partitions move to the others after this long
     consumer_session_timeout_ms: int = Field(default=10_000, ge=1000)
-    seen_ids_keep: int = Field(default=10_000, ge=0)  # recent event ids per model kept for dedupe
+    # recent event ids per model kept for dedupe; at most 10M: their blob (16 bytes per id,
+    # up to 1.25x between trims) stays under Redis's 512 MB limit for one value
+    seen_ids_keep: int = Field(default=10_000, ge=0, le=10_000_000)
     redis_retry_max_s: float = Field(default=5.0, gt=0)  # backoff cap while Redis is down
     # after SIGTERM a worker is gone within this many seconds, whatever state it is in
     # (docs/reliability.md, "Stopping"); under Kubernetes' default 30 s grace, with room

@@ -74,15 +74,48 @@ class RunningStats:
         kept (``update`` overwrites them every step)."""
         if not reports:
             return
-        if self.regret is None or any(y is None for y in ys):
+        if any(y is None for y in ys):
             for x, y, r in zip(X, ys, reports, strict=True):
                 self.update(x, y, r.prediction, r.loss, r.diagnostics)
             return
-        for y, r in zip(ys, reports, strict=True):
-            self._score(y, r.prediction, r.loss, r.diagnostics)
-        self.regret.update_many(X, [float(y) for y in ys], [float(r.prediction) for r in reports])
+        self._score_many(ys, reports)
+        if self.regret is not None:
+            preds = [float(r.prediction) for r in reports]
+            self.regret.update_many(X, [float(y) for y in ys], preds)
         last = reports[-1].diagnostics
         self.last = {k: float(v) for k, v in last.items() if _finite(v)}
+
+    def _score_many(self, ys: list[Any], reports: list[Any]) -> None:
+        """``_score`` for each labelled event of a block, in order, bit for bit: the float
+        sums are running sums (``np.add.accumulate`` adds one term after the other, as the
+        loop does; ``sum`` and ``np.add.reduce`` would pair them up)."""
+        if any("turnover" in r.diagnostics for r in reports):  # index trackers: rare
+            for y, r in zip(ys, reports, strict=True):
+                self._score(y, r.prediction, r.loss, r.diagnostics)
+            return
+        k = len(reports)
+        first = self.n
+        self.n += k
+        losses = np.fromiter((float(r.loss) for r in reports), np.float64, k)
+        self.loss_sum = _running_sum(self.loss_sum, losses)
+        if self.task == "regression":
+            preds = np.fromiter((float(r.prediction) for r in reports), np.float64, k)
+            err = preds - np.fromiter(map(float, ys), np.float64, k)
+            sq = err * err
+            self.sq_err = _running_sum(self.sq_err, sq)
+            w = min(k, self.window)  # only the last ``window`` stay in the ring
+            self.ring[np.arange(first + k - w, first + k) % self.window] = sq[k - w :]
+            return
+        self.mistakes += int(np.count_nonzero(losses > 0))
+        self.positives += sum(map(_is_positive, ys))
+        hinges = [
+            float(h)
+            for r in reports
+            if (h := r.diagnostics.get("hinge", r.diagnostics.get("hinge_loss"))) is not None
+            and _finite(h)
+        ]
+        if hinges:
+            self.hinge_sum = _running_sum(self.hinge_sum, np.array(hinges, dtype=np.float64))
 
     def _score(self, y: Any, prediction: Any, loss: float, diagnostics: dict[str, float]) -> None:
         """The scalar figures of one labelled event (the regret sums are the caller's)."""
@@ -201,6 +234,11 @@ def smoothed_kld(p: float, p_hat: float, n: int) -> float:
 
     ps, qs = sm(p), sm(min(max(p_hat, 0.0), 1.0))
     return ps * math.log(ps / qs) + (1 - ps) * math.log((1 - ps) / (1 - qs))
+
+
+def _running_sum(start: float, terms: np.ndarray) -> float:
+    """``start`` plus each term in turn, as a loop of ``+=`` gives it."""
+    return float(np.add.accumulate(np.concatenate(([start], terms)))[-1])
 
 
 def _finite(v: Any) -> bool:

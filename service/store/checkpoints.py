@@ -29,10 +29,13 @@ One model's checkpoint is written by one Lua script (atomic, single hash slot th
 4. pushes the state onto ``history`` (last K versions): a JSON head (version, stamp, ts,
    counters, ``slen`` = length of the state blob), a newline, the state blob, then the
    stats blob, so a rollback restores state, running metrics and counters together;
-5. after a rollback (``unsee_above`` = the restored ``applied`` count) drops from ``seen``
-   the ids applied after the restored version, so they are learned again;
-6. adds the newly applied event ids to ``seen`` (a sorted set scored by the ``applied``
-   count, trimmed to the newest N) so dedupe by id survives restarts.
+5. stores the seen window (``seen``: one blob of id digests and their ``applied`` counts,
+   layout in ``service/store/seen.py``) so dedupe by id survives restarts: it appends the
+   records of the ids applied since the last write (trimming to the newest N once the
+   blob holds N + N/4), or, after a rollback or a migration, replaces the blob with the
+   writer's whole window. A ``seen`` key still in the old layout (a sorted set of ids)
+   makes an append fail with ``CONFLICT``: the writer reloads the model, which reads the
+   old layout, and its next write replaces it.
 
 :func:`write_checkpoints` pipelines the scripts of many models (after the
 ``partition-models`` set additions, so a model is always registered on its partition
@@ -47,10 +50,14 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from redis.exceptions import ResponseError
+
+from service.store import seen as seen_layout
 from service.store.connect import RedisClient, queue_script
 from service.store.keys import Keys
+from service.store.seen import SeenRecords
 
 OK, CONFLICT, BACKWARDS = "ok", "conflict", "backwards"
 _MASK64 = (1 << 64) - 1
@@ -59,6 +66,10 @@ _WRITE_LUA = """
 local cur = redis.call('HMGET', KEYS[1], 'version', 'partition', 'offset', 'token')
 local ver = tonumber(cur[1]) or 0
 if ver ~= tonumber(ARGV[1]) or (cur[4] or '') ~= ARGV[20] then return {-1, ver} end
+local seen_type = redis.call('TYPE', KEYS[3])['ok']
+if ARGV[17] ~= 'w' and seen_type ~= 'none' and seen_type ~= 'string' then
+  return {-1, ver}
+end
 local spec = redis.call('GET', KEYS[4])
 local inc = ''
 if spec then
@@ -89,16 +100,18 @@ if hkeep > 0 then
   redis.call('LPUSH', KEYS[2], head .. '\\n' .. ARGV[6] .. ARGV[11])
   redis.call('LTRIM', KEYS[2], 0, hkeep - 1)
 end
-if ARGV[17] ~= '' then
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '(' .. ARGV[17], '+inf')
-end
 local skeep = tonumber(ARGV[13])
-local n = tonumber(ARGV[22])
-if skeep > 0 and n > 0 then
-  for i = 1, n do
-    redis.call('ZADD', KEYS[3], tonumber(ARGV[22 + 2 * i - 1]), ARGV[22 + 2 * i])
+if ARGV[17] == 'w' then
+  redis.call('DEL', KEYS[3])
+  if skeep > 0 then redis.call('SET', KEYS[3], ARGV[22]) end
+elseif skeep > 0 and ARGV[22] ~= '' then
+  if seen_type == 'none' then redis.call('SET', KEYS[3], ARGV[23]) end
+  local len = redis.call('APPEND', KEYS[3], ARGV[22])
+  local hlen, rlen = string.len(ARGV[23]), tonumber(ARGV[24])
+  if (len - hlen) / rlen > skeep + math.floor(skeep / 4) then
+    local tail = redis.call('GETRANGE', KEYS[3], len - skeep * rlen, -1)
+    redis.call('SET', KEYS[3], ARGV[23] .. tail)
   end
-  redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(skeep + 1))
 end
 return {nv, ver}
 """
@@ -164,8 +177,7 @@ class Counters:
 @dataclass
 class CheckpointWrite:
     """One model's checkpoint. ``expected_version`` is the version the writer loaded
-    (0 when the model had no state); ``new_ids`` are ``(applied count, id)`` pairs of the
-    events applied since the last write."""
+    (0 when the model had no state)."""
 
     model: str
     topic: str
@@ -174,10 +186,12 @@ class CheckpointWrite:
     counters: Counters
     expected_version: int
     stats: bytes = b""
-    new_ids: Sequence[tuple[int, str]] = ()
+    # the seen window (service/store/seen.py): records of the ids applied since the last
+    # write, appended; or with ``seen_whole``, the whole blob, replacing the stored one
+    seen: bytes = b""
+    seen_whole: bool = False
     rewind: bool = False
     barrier: Stamp | None = None  # the last rollback control event decided
-    unsee_above: int | None = None  # drop seen ids scored above this (after a rollback)
     incarnation: str = ""  # the spec's; "" for a spec made before incarnations
     token: str = ""  # this write's random token (stored with it)
     expected_token: str = ""  # the token of the version the writer loaded ("" for none)
@@ -300,15 +314,47 @@ async def read_version(redis: RedisClient, keys: Keys, model: str) -> int:
     return int(raw) if raw is not None else 0
 
 
-async def read_seen(redis: RedisClient, keys: Keys, model: str) -> list[str]:
-    """The model's recently applied event ids, oldest first."""
-    return [_s(v) for v in await redis.zrange(keys.seen(model), 0, -1)]
+def _is_wrongtype(reply: Any) -> bool:
+    return isinstance(reply, ResponseError) and str(reply).startswith("WRONGTYPE")
 
 
-async def read_seen_upto(redis: RedisClient, keys: Keys, model: str, max_applied: int) -> list[str]:
-    """The seen ids scored at most ``max_applied`` (applied up to that count), oldest first:
-    the dedupe window of a version whose ``applied`` counter was ``max_applied``."""
-    return [_s(v) for v in await redis.zrangebyscore(keys.seen(model), "-inf", max_applied)]
+async def read_seens(
+    redis: RedisClient, keys: Keys, models: Sequence[str], keep: int
+) -> dict[str, SeenRecords]:
+    """The models' seen windows (the newest ``keep`` ids), pipelined; a window still in
+    the old layout (a sorted set of ids) is read too, and marked ``legacy``."""
+    if not models:
+        return {}
+    async with redis.pipeline(transaction=False) as pipe:
+        for model in models:
+            pipe.get(keys.seen(model))
+        raws = await pipe.execute(raise_on_error=False)
+    out: dict[str, SeenRecords] = {}
+    for m, raw in zip(models, raws, strict=True):
+        if _is_wrongtype(raw):
+            scored = cast(
+                "list[tuple[Any, float]]",
+                await redis.zrange(keys.seen(m), 0, -1, withscores=True),
+            )
+            out[m] = seen_layout.from_ids([(_s(i), s) for i, s in scored]).newest(keep)
+        elif isinstance(raw, Exception):
+            raise raw
+        else:
+            out[m] = seen_layout.decode(raw).newest(keep) if raw else SeenRecords()
+    return out
+
+
+async def read_seen(redis: RedisClient, keys: Keys, model: str, keep: int) -> SeenRecords:
+    """The model's seen window: digests and applied counts of its newest ``keep`` ids."""
+    return (await read_seens(redis, keys, [model], keep))[model]
+
+
+async def read_seen_upto(
+    redis: RedisClient, keys: Keys, model: str, max_applied: int, keep: int
+) -> SeenRecords:
+    """The seen window's ids applied at most at count ``max_applied``, oldest first: the
+    dedupe window of a version whose ``applied`` counter was ``max_applied``."""
+    return (await read_seen(redis, keys, model, keep)).upto(max_applied)
 
 
 def _parse_history_item(item: Any) -> HistoryEntry:
@@ -404,9 +450,6 @@ async def write_checkpoints(
         for (topic, partition), models in by_partition.items():
             pipe.sadd(keys.partition_models(topic, partition), *models)
         for w in writes:
-            seen_args: list[Any] = []
-            for score, event_id in w.new_ids:
-                seen_args += [score, event_id]
             args = [
                 w.expected_version,
                 "1" if w.rewind else "0",
@@ -424,13 +467,14 @@ async def write_checkpoints(
                 worker,
                 now,
                 _encode_barrier(w.barrier),
-                "" if w.unsee_above is None else w.unsee_above,
+                "w" if w.seen_whole else "a",
                 w.incarnation,
                 w.token,
                 w.expected_token,
                 w.figures,
-                len(w.new_ids),
-                *seen_args,
+                w.seen,
+                seen_layout.HEADER,
+                seen_layout.RECORD.itemsize,
             ]
             km = [
                 keys.state(w.model),

@@ -37,7 +37,8 @@ class Keys:
         return f"{self.prefix}series:gate"
 
     def seen(self, model: str) -> str:
-        """Recent event ids of a model, for dedupe beyond the offset stamp."""
+        """String: the model's seen window (digests of its recent event ids, one blob;
+        ``service/store/seen.py``), for dedupe beyond the offset stamp."""
         return f"{self.prefix}model:{{{model}}}:seen"
 
     def prediction(self, model: str, prediction_id: str) -> str:

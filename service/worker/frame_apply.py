@@ -19,7 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from service.store.checkpoints import Stamp
+import numpy as np
+
+from service.store.checkpoints import Stamp, id_hash
+from service.store.seen import digests
 from service.worker.frames import Frame
 from service.worker.undo import Undo, check_finite
 
@@ -57,26 +60,15 @@ def _block(rt: ModelRuntime, frame: Frame) -> FrameOutcome:
     """Decide every row up front (bad, duplicate, to learn), learn the rest in one go."""
     ids = frame.ids
     n = len(ids)
-    keep = rt.seen_keep
     bad = frame.bad
-    todo: list[int]
-    dup: list[int] = []
-    # the common case, checked at C level: no id seen before, none twice in the frame
-    fresh = keep == 0 or (len(set(ids)) == n and not any(map(rt.seen.__contains__, ids)))
-    if fresh:
-        todo = [i for i in range(n) if i not in bad] if bad else list(range(n))
-    else:  # handle_many's decision, row by row
-        todo = []
-        batch_ids: set[str] = set()
-        slack = keep - len(rt.seen)
-        for i, event_id in enumerate(ids):
-            if i in bad:
-                continue
-            if event_id in batch_ids or rt._still_seen(event_id, len(todo) - slack):
-                dup.append(i)
-            else:
-                todo.append(i)
-                batch_ids.add(event_id)
+    digest = digests(ids)
+    live = np.flatnonzero(~np.isin(np.arange(n), list(bad))) if bad else np.arange(n)
+    if rt.seen_keep:  # handle_many's decision: the window at each row's turn
+        is_dup = rt.seen.duplicates(digest[live])
+        todo: list[int] = live[~is_dup].tolist()
+        dup: list[int] = live[is_dup].tolist()
+    else:
+        todo, dup = live.tolist(), []
     if todo:
         whole = len(todo) == n
         X = frame.X if whole else frame.X[todo]
@@ -92,19 +84,14 @@ def _block(rt: ModelRuntime, frame: Frame) -> FrameOutcome:
         except Exception:  # a row the learner refuses, or a fault: find it row by row
             undo.restore(rt)
             return _one_by_one(rt, frame, range(n))
-    out = FrameOutcome()
-    dups = set(dup)
-    for i in range(n):  # the counters and the seen window, in row order
-        if i in bad:
-            rt.counters.rejected += 1
-            out.rejected.append((i, bad[i]))
-        elif i in dups:
-            rt.counters.duplicate += 1
-            out.duplicate += 1
-        else:
-            rt._applied(ids[i])
-            out.applied += 1
-    return out
+    # the counters and the seen window: the applied rows' ids in row order
+    rt.counters.rejected += len(bad)
+    rt.counters.duplicate += len(dup)
+    if todo:
+        rt._applied_many(digest[todo])
+    return FrameOutcome(
+        applied=len(todo), duplicate=len(dup), rejected=[(i, bad[i]) for i in sorted(bad)]
+    )
 
 
 def _one_by_one(rt: ModelRuntime, frame: Frame, rows: range) -> FrameOutcome:
@@ -119,7 +106,8 @@ def _one_by_one(rt: ModelRuntime, frame: Frame, rows: range) -> FrameOutcome:
             rt.counters.rejected += 1
             out.rejected.append((i, reason))
             continue
-        if rt._still_seen(event_id, 0):
+        digest = id_hash(event_id)
+        if digest in rt.seen:
             rt.counters.duplicate += 1
             out.duplicate += 1
             continue
@@ -145,6 +133,6 @@ def _one_by_one(rt: ModelRuntime, frame: Frame, rows: range) -> FrameOutcome:
             rt._fault(undo, "scoring", exc)
             out.rejected.append((i, rt.last_reason))
             continue
-        rt._applied(event_id)
+        rt._applied(event_id, digest)
         out.applied += 1
     return out

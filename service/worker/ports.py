@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from aiokafka.structs import TopicPartition
 
 from service.store.checkpoints import CheckpointWrite, HistoryEntry, StoredState, WriteResult
+from service.store.seen import SeenRecords
 
 __all__ = [
     "Batch",
@@ -139,11 +140,11 @@ class Log(Protocol):
 @dataclass
 class StoredModels:
     """What a worker loads for some models: specs (unknown ids left out), latest states
-    (None: no checkpoint yet) and seen ids (for the models with a state), oldest first."""
+    (None: no checkpoint yet) and seen windows (for the models with a state)."""
 
     specs: dict[str, dict[str, Any]] = field(default_factory=dict)
     states: dict[str, StoredState | None] = field(default_factory=dict)
-    seen: dict[str, list[str]] = field(default_factory=dict)
+    seen: dict[str, SeenRecords] = field(default_factory=dict)
 
 
 class ModelStore(Protocol):
@@ -177,8 +178,8 @@ class ModelStore(Protocol):
         """Record why a model stopped learning, for its status (the next checkpoint
         written for it clears the note)."""
 
-    async def seen_upto(self, model: str, applied: int) -> list[str]:
-        """The seen ids applied up to the ``applied`` count, oldest first."""
+    async def seen_upto(self, model: str, applied: int) -> SeenRecords:
+        """The seen window's ids applied up to the ``applied`` count, oldest first."""
 
     async def partition_models(self, topic: str, partition: int) -> set[str]: ...
 

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -40,16 +39,22 @@ from service.store.checkpoints import (
     new_token,
 )
 from service.store.registry import feature_names
+from service.store.seen import SeenRecords, digests
 from service.worker.events import Event
 from service.worker.frame_apply import FrameOutcome, apply_frame
 from service.worker.frames import Frame
 from service.worker.ports import ModelStore
+from service.worker.seen import FEW, SeenWindow
 from service.worker.undo import Undo, UnsafeState, check_finite
 
 logger = logging.getLogger(__name__)
 
 APPLIED, DUPLICATE, REJECTED, SKIPPED = "applied", "duplicate", "rejected", "skipped"
 _MASK64 = (1 << 64) - 1
+_SKIP, _DUP, _LEARN = 0, 1, 2  # handle_many's decisions, as codes in an array
+_OUTCOMES = [(SKIPPED, ""), (DUPLICATE, ""), (APPLIED, "")]
+_EVENT, _PARTITION, _OFFSET = itemgetter(0), itemgetter(1), itemgetter(2)
+_ID = attrgetter("id")
 
 
 @dataclass
@@ -62,19 +67,17 @@ class ModelRuntime:
     version: int = 0  # the stored version this runtime descends from
     token: str = ""  # that version's write token (checked with it: reissued numbers differ)
     stamp: Stamp | None = None  # last handled event
-    # the dedupe window: recent applied ids -> the wall time they were applied (ids loaded
-    # from a checkpoint: the load time, so the stated horizon is never overstated)
-    seen: OrderedDict[str, float] = field(default_factory=OrderedDict)
-    evicted: int = 0  # ids that left the window in this process: re-sent now, learned again
     seen_keep: int = 10_000
-    new_ids: list[tuple[int, str]] = field(default_factory=list)
+    # the dedupe window: digests of the last ``seen_keep`` applied ids (service/worker/seen.py)
+    seen: SeenWindow = field(init=False)
     dirty: bool = False
     rewind: bool = False  # the stored stamp was void: the next write may go backwards
     last_reason: str = ""
     # the last rollback control event decided (docs/checkpoints.md): rollback events at or
     # below it on its partition are re-deliveries after the seek-back and are skipped
     barrier: Stamp | None = None
-    unsee_above: int | None = None  # after a rollback: drop seen ids applied after it
+    # after a rollback: the applied count restored (its window replaces the stored one)
+    unsee_above: int | None = None
     # the spec's incarnation and origin (the ``created`` marker): "" / None for a spec made
     # before incarnations (docs/reliability.md, "Re-creating a model")
     incarnation: str = ""
@@ -84,6 +87,14 @@ class ModelRuntime:
     # incarnation, its stamp stays where it is
     halted: str | None = None
     _features: dict[str, int] | None = None  # the spec's feature name -> position, once used
+
+    def __post_init__(self) -> None:
+        self.seen = SeenWindow(self.seen_keep)
+
+    @property
+    def evicted(self) -> int:
+        """Ids that left the window in this process: re-sent now, learned again."""
+        return self.seen.evicted
 
     @property
     def home(self) -> int | None:
@@ -110,11 +121,12 @@ class ModelRuntime:
         cls,
         spec: dict[str, Any],
         stored: StoredState | None,
-        seen: list[str],
+        seen: SeenRecords | Sequence[str],
         *,
         seen_keep: int,
     ) -> ModelRuntime:
-        """Build from the spec, then restore the checkpoint when there is one.
+        """Build from the spec, then restore the checkpoint when there is one, with its
+        stored seen window (or a list of ids, oldest first, counted as the last applied).
 
         Raises ``ValueError`` (bad spec or undecodable state) with a readable message.
         """
@@ -161,9 +173,12 @@ class ModelRuntime:
             incarnation=incarnation,
             origin=origin,
         )
-        now = time.time()
-        for event_id in seen[-seen_keep:] if seen_keep else []:
-            rt.seen[event_id] = now
+        if not isinstance(seen, SeenRecords):
+            ids = list(seen)
+            last = rt.counters.applied
+            applied = np.arange(last - len(ids) + 1, last + 1, dtype=np.int64)
+            seen = SeenRecords(applied, digests(ids))
+        rt.seen = SeenWindow.load(seen_keep, seen, time.time())
         return rt
 
     def covers(self, partition: int, offset: int) -> bool:
@@ -194,7 +209,8 @@ class ModelRuntime:
             return REJECTED
         self.stamp = Stamp(partition, offset, event.id)
         self.dirty = True
-        if event.id in self.seen:
+        digest = id_hash(event.id)
+        if digest in self.seen:
             self.counters.duplicate += 1
             return DUPLICATE
         if event.type == "register":
@@ -222,7 +238,7 @@ class ModelRuntime:
             check_finite(undo, self.learner, self.stats)
         except Exception as exc:
             return self._fault(undo, "scoring", exc)
-        self._applied(event.id)
+        self._applied(event.id, digest)
         return APPLIED
 
     def handle_many(self, items: Sequence[tuple[Event, int, int]]) -> list[tuple[str, str]]:
@@ -248,21 +264,13 @@ class ModelRuntime:
         keep = self.seen_keep
         if keep and len(items) > keep:
             return [self._one(*item) for item in items]  # the window would turn over
-        decided: list[str] = []  # SKIPPED, DUPLICATE or APPLIED (= to learn)
-        todo: list[Event] = []
-        batch_ids: set[str] = set()
-        slack = keep - len(self.seen)  # learned ids the window takes before evicting
-        for event, partition, offset in items:
-            if self.covers(partition, offset):
-                decided.append(SKIPPED)
-            elif keep and (event.id in batch_ids or self._still_seen(event.id, len(todo) - slack)):
-                decided.append(DUPLICATE)
-            else:
-                decided.append(APPLIED)
-                todo.append(event)
-                if keep:
-                    batch_ids.add(event.id)
-        if todo:
+        codes, learn, learned = self._plan(items)
+        if learn:
+            todo = (
+                list(map(_EVENT, items))
+                if len(learn) == len(items)
+                else [items[i][0] for i in learn]
+            )
             undo = Undo(self.learner, self.stats)
             try:  # ragged rows (a wrong dimension) fail in np.array already
                 rows = [e.x for e in todo]
@@ -275,18 +283,78 @@ class ModelRuntime:
             except Exception:  # a fault in the batch: find it event by event
                 undo.restore(self)
                 return [self._one(*item) for item in items]
-        out: list[tuple[str, str]] = []
-        last: tuple[int, int, str] | None = None  # the stamp after the decided events
-        for (event, partition, offset), outcome in zip(items, decided, strict=True):
-            if outcome == APPLIED:
-                self._applied(event.id)
-                last = (partition, offset, event.id)
-            elif outcome == DUPLICATE:
-                self.counters.duplicate += 1
-                last = (partition, offset, event.id)
-            out.append((outcome, ""))
-        self._moved(last)
-        return out
+        return self._settle(items, codes, learned)
+
+    def _plan(
+        self, items: Sequence[tuple[Event, int, int]]
+    ) -> tuple[list[int], list[int], np.ndarray | list[int]]:
+        """The decisions (codes), the positions of the events to learn and their digests."""
+        if len(items) <= FEW:
+            return self._plan_few(items)
+        decided, digest = self._decide(items)
+        at = np.flatnonzero(decided == _LEARN)
+        return decided.tolist(), at.tolist(), digest[at]
+
+    def _plan_few(
+        self, items: Sequence[tuple[Event, int, int]]
+    ) -> tuple[list[int], list[int], list[int]]:
+        """``_plan`` for a few events, with lists (array set-up would cost more than it
+        saves); skipped events are not hashed."""
+        s = self.stamp
+        if s is None:
+            live = list(range(len(items)))
+        else:  # ``covers``, inline
+            sp, so = s.partition, s.offset
+            live = [i for i, (_, p, o) in enumerate(items) if p != sp or o > so]
+        keys = [id_hash(items[i][0].id) for i in live]
+        dup = self.seen.duplicates_in_order(keys) if self.seen_keep else [False] * len(keys)
+        codes = [_SKIP] * len(items)
+        learn: list[int] = []
+        learned: list[int] = []
+        for i, key, is_dup in zip(live, keys, dup, strict=True):
+            if is_dup:
+                codes[i] = _DUP
+            else:
+                codes[i] = _LEARN
+                learn.append(i)
+                learned.append(key)
+        return codes, learn, learned
+
+    def _settle(
+        self,
+        items: Sequence[tuple[Event, int, int]],
+        codes: list[int],
+        learned: np.ndarray | list[int],
+    ) -> list[tuple[str, str]]:
+        """After the events to learn are learned: counters, window and stamp; outcomes."""
+        if len(learned):
+            self._applied_many(learned)
+        self.counters.duplicate += codes.count(_DUP)
+        for i in range(len(codes) - 1, -1, -1):  # the stamp after the decided events
+            if codes[i] != _SKIP:
+                event, partition, offset = items[i]
+                self._moved((partition, offset, event.id))
+                break
+        return [_OUTCOMES[c] for c in codes]
+
+    def _decide(self, items: Sequence[tuple[Event, int, int]]) -> tuple[np.ndarray, np.ndarray]:
+        """The loop's decisions for the batch, side-effect free, and the ids' digests:
+        skipped (the stamp covers it), duplicate (in the seen window as it will be at the
+        event's turn, evictions by the events learned before it included) or to learn."""
+        n = len(items)
+        digest = digests(map(_ID, map(_EVENT, items)))
+        codes = np.full(n, _LEARN, dtype=np.int8)
+        s = self.stamp
+        if s is not None:
+            if set(map(_PARTITION, items)) == {s.partition}:  # the usual: one partition's
+                offsets = np.fromiter(map(_OFFSET, items), np.int64, n)
+                codes[offsets <= s.offset] = _SKIP
+            else:
+                codes[[self.covers(p, o) for _, p, o in items]] = _SKIP
+        live_at = np.flatnonzero(codes != _SKIP)
+        if self.seen_keep and len(live_at):
+            codes[live_at[self.seen.duplicates(digest[live_at])]] = _DUP
+        return codes, digest
 
     def _vector(self, event: Event) -> list[float]:
         """The event's ``x`` as a list: an object (named x, docs/events.md §1) mapped by the
@@ -320,13 +388,6 @@ class ModelRuntime:
         if last is not None:
             self.stamp = Stamp(*last)
             self.dirty = True
-
-    def _still_seen(self, event_id: str, evictions: int) -> bool:
-        """Whether ``event_id`` is in the seen window after its ``evictions`` oldest ids
-        are gone (what learning that many more ids does to a full window)."""
-        if event_id not in self.seen:
-            return False
-        return evictions <= 0 or event_id not in islice(self.seen, evictions)
 
     def _one(self, event: Event, partition: int, offset: int) -> tuple[str, str]:
         outcome = self.handle(event, partition, offset)
@@ -370,27 +431,38 @@ class ModelRuntime:
         self.last_reason = reason
         return REJECTED
 
-    def _applied(self, event_id: str) -> None:
+    def _applied(self, event_id: str, digest: int | None = None) -> None:
         c = self.counters
+        h = id_hash(event_id) if digest is None else digest
         c.applied += 1
-        c.ids_sum = (c.ids_sum + id_hash(event_id)) & _MASK64
+        c.ids_sum = (c.ids_sum + h) & _MASK64
         if self.seen_keep:
-            self.seen[event_id] = time.time()
-            if len(self.seen) > self.seen_keep:
-                self.seen.popitem(last=False)
-                self.evicted += 1
-            self.new_ids.append((c.applied, event_id))
+            self.seen.add_one(h, c.applied, time.time())
+
+    def _applied_many(self, digest: np.ndarray | list[int]) -> None:
+        """``_applied`` for ids learned in order, given their digests."""
+        c = self.counters
+        first = c.applied + 1
+        c.applied += len(digest)
+        total = sum(digest) if isinstance(digest, list) else int(digest.sum(dtype=np.uint64))
+        c.ids_sum = (c.ids_sum + total) & _MASK64
+        if self.seen_keep:
+            self.seen.add(digest, range(first, c.applied + 1), time.time())
 
     def dedupe_horizon(self, now: float) -> tuple[int, float]:
         """The dedupe horizon (docs/reliability.md, "Duplicates"): an id re-sent is dropped
         while it is among the last ``seen_keep`` ids applied; that is the window's size in
         ids, and how long ago its oldest id was applied, in seconds."""
-        if not self.seen:
+        oldest = self.seen.oldest_time()
+        if oldest is None:
             return 0, 0.0
-        return len(self.seen), max(0.0, now - next(iter(self.seen.values())))
+        return len(self.seen), max(0.0, now - oldest)
 
     def checkpoint_write(self, topic: str) -> CheckpointWrite:
         assert self.stamp is not None
+        if self.unsee_above is not None:  # after a rollback: the window is N's, stored whole
+            self.seen.reset = True
+        seen, whole = self.seen.for_write()
         return CheckpointWrite(
             model=self.model,
             topic=topic,
@@ -404,16 +476,16 @@ class ModelRuntime:
             figures=figures.encode(
                 figures.of_model(self.stats, self.learner, feature_names(self.spec))
             ),
-            new_ids=list(self.new_ids),
+            seen=seen,
+            seen_whole=whole,
             rewind=self.rewind,
             barrier=self.barrier,
-            unsee_above=self.unsee_above,
             incarnation=self.incarnation,
         )
 
     def written(self, version: int, token: str) -> None:
         self.version, self.token = version, token
-        self.new_ids.clear()
+        self.seen.written()
         self.dirty = False
         self.rewind = False
         self.unsee_above = None

@@ -118,3 +118,39 @@ def test_running_stats_update_many_equals_the_loop(task: str) -> None:
     many.update_many(X[100:], ys[100:], reports[100:])
     assert encode_state(loop.state()) == encode_state(many.state())
     assert loop.figures() == many.figures()
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+@pytest.mark.parametrize("window", [3, 16])
+@pytest.mark.parametrize("d", [4, 300])  # 300: above REGRET_MAX_DIM, no regret sums
+def test_running_stats_update_many_per_block_equals_the_loop(
+    task: str, window: int, d: int
+) -> None:
+    """The block path (every event labelled, no portfolio figures): scalar sums, the
+    error ring across wrap-arounds and the hinge sums, bit for bit, wherever blocks cut."""
+    from learners.base import make_report
+    from learners.codec import encode_state
+    from service.metrics.running import RunningStats
+
+    rng = np.random.default_rng(11)
+    k = 240
+    X = rng.normal(size=(k, d))
+    scale = 10.0 ** rng.integers(-6, 6, size=k)  # magnitudes apart: order matters in sums
+    if task == "regression":
+        ys: list[object] = (rng.normal(size=k) * scale).tolist()
+        reports = [
+            make_report(float(v), float(v) ** 2, {"eps": 0.1}) for v in rng.normal(size=k) * scale
+        ]
+    else:
+        ys = [int(v) for v in rng.choice([-1, 1], size=k)]
+        hinge = [{"hinge": float(h)} for h in rng.random(k) * scale]
+        hinge[5], hinge[9] = {"hinge": float("nan")}, {}  # skipped, as the loop skips them
+        reports = [make_report(1, float(rng.random() < 0.3), h) for h in hinge]
+    loop, many = RunningStats(task, d, window=window), RunningStats(task, d, window=window)
+    for x, y, r in zip(X, ys, reports, strict=True):
+        loop.update(x, y, r.prediction, r.loss, r.diagnostics)
+    cuts = [0, 1, 3, 40, 41, 120, k]
+    for lo, hi in zip(cuts, cuts[1:], strict=False):
+        many.update_many(X[lo:hi], ys[lo:hi], reports[lo:hi])
+    assert encode_state(loop.state()) == encode_state(many.state())
+    assert loop.figures() == many.figures()

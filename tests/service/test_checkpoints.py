@@ -8,6 +8,7 @@ import pytest
 from redis.asyncio import Redis
 
 from service.store import registry
+from service.store import seen as layout
 from service.store.checkpoints import (
     BACKWARDS,
     CONFLICT,
@@ -129,9 +130,42 @@ async def test_history_keeps_last_k_and_rollback_restores(store) -> None:
 async def test_seen_ids_are_kept_newest_first_trimmed(store) -> None:
     r, keys = store
     ids = [(i + 1, f"id{i}") for i in range(8)]
-    await write_checkpoints(r, keys, [_write("m", 1, 0, new_ids=ids[:5])], seen_keep=6)
-    await write_checkpoints(r, keys, [_write("m", 2, 1, new_ids=ids[5:])], seen_keep=6)
-    assert await read_seen(r, keys, "m") == [f"id{i}" for i in range(2, 8)]
+    seen = layout.new_records
+    await write_checkpoints(r, keys, [_write("m", 1, 0, seen=seen(ids[:5]))], seen_keep=6)
+    await write_checkpoints(r, keys, [_write("m", 2, 1, seen=seen(ids[5:]))], seen_keep=6)
+    assert await read_seen(r, keys, "m", 6) == layout.of_ids(ids[2:])
+    assert await r.strlen(keys.seen("m")) == 8 + 16 * 6  # 8 > 6 + 6 // 4: trimmed to 6
+    counts = []
+    for k in range(8, 12):  # trimmed again each time it holds more than 7
+        w = _write("m", k, k - 6, seen=seen([(k + 1, f"id{k}")]))
+        assert (await write_checkpoints(r, keys, [w], seen_keep=6))[0].outcome == OK
+        counts.append((await r.strlen(keys.seen("m")) - 8) // 16)
+    assert counts == [7, 6, 7, 6]
+    newest = [(i + 1, f"id{i}") for i in range(6, 12)]
+    assert await read_seen(r, keys, "m", 6) == layout.of_ids(newest)
+    assert (await read_seen(r, keys, "m", 6)).upto(9) == layout.of_ids(
+        [(i + 1, f"id{i}") for i in range(6, 9)]
+    )
+
+
+@session_loop
+async def test_a_seen_window_in_the_old_layout_is_read_then_replaced(store) -> None:
+    r, keys = store
+    await write_checkpoints(r, keys, [_write("old", 1, 0)], seen_keep=6)
+    await r.zadd(keys.seen("old"), {"a": 1, "b": 2, "c": 3})  # as an older worker left it
+    got = await read_seen(r, keys, "old", 6)
+    assert (
+        got.legacy
+        and got.digests.tolist() == layout.of_ids([(1, "a"), (2, "b"), (3, "c")]).digests.tolist()
+    )
+    # an append onto it is refused as a conflict and changes nothing (the writer reloads)
+    w = _write("old", 2, 1, seen=layout.new_records([(4, "d")]))
+    assert (await write_checkpoints(r, keys, [w], seen_keep=6))[0].outcome == CONFLICT
+    assert await r.type(keys.seen("old")) == b"zset"
+    whole = layout.encode(layout.of_ids([(2, "b"), (3, "c"), (4, "d")]))
+    w = _write("old", 2, 1, seen=whole, seen_whole=True)
+    assert (await write_checkpoints(r, keys, [w], seen_keep=6))[0].outcome == OK
+    assert await r.get(keys.seen("old")) == whole
 
 
 def test_ids_sum_is_order_independent_and_counts_multiplicity() -> None:
@@ -170,7 +204,8 @@ async def test_rebase_on_a_new_log_keeps_the_state_and_reads_the_new_log_from_it
         assert await registry.create_spec(r, keys, spec)
     c = Counters(applied=3, ids_sum=ids_sum(["a", "b", "c"]))
     ids = [(1, "a"), (2, "b"), (3, "c")]
-    w = _write("learned", 40, 0, b"state", partition=1, counters=c, new_ids=ids, incarnation="i1")
+    seen = layout.new_records(ids)
+    w = _write("learned", 40, 0, b"state", partition=1, counters=c, seen=seen, incarnation="i1")
     assert (await write_checkpoints(r, keys, [w], worker="w1"))[0].outcome == OK
     await r.hset(keys.state("learned"), "halted", "the log diverged")
     before = await read_state(r, keys, "learned")
@@ -182,7 +217,7 @@ async def test_rebase_on_a_new_log_keeps_the_state_and_reads_the_new_log_from_it
     assert after is not None and after.stamp == Stamp(1, BEFORE_START, "")
     assert after.version == before.version + 1 and after.token != before.token
     assert (after.state, after.counters) == (b"state", c)  # what it learned is kept
-    assert sorted(await read_seen(r, keys, "learned")) == ["a", "b", "c"]  # and its dedupe
+    assert await read_seen(r, keys, "learned", 10) == layout.of_ids(ids)  # and its dedupe
     assert await read_history(r, keys, "learned") == []  # old-log stamps: not resumable
     assert not await r.hexists(keys.state("learned"), "halted")
     assert await read_state(r, keys, "fresh") is None  # no checkpoint: none made up

@@ -25,10 +25,12 @@ from redis.cluster import key_slot
 
 from service.api.redis_access import RedisAccess
 from service.store import registry
+from service.store import seen as seen_layout
 from service.store.checkpoints import (
     CheckpointWrite,
     Counters,
     Stamp,
+    read_seens,
     rollback,
     write_checkpoints,
 )
@@ -109,13 +111,15 @@ async def _exercise(client: Any, keys: Keys) -> None:
             state=b"state",
             counters=Counters(applied=2),
             expected_version=0,
-            new_ids=[(1, "a"), (2, "b")],
-            unsee_above=1,
+            seen=seen_layout.encode(seen_layout.of_ids([(1, "a"), (2, "b")])),
+            seen_whole=True,
             incarnation="i",
             token="t1",
         )
         (res,) = await write_checkpoints(client, keys, [write], extra=lambda p: p.incr("x"))
         assert res.outcome == "ok", res
+        window = (await read_seens(client, keys, [model], 10))[model]
+        assert window == seen_layout.of_ids([(1, "a"), (2, "b")])
         assert await rollback(client, keys, model, 1) == 2
         await access.save_predictions(model, ["p1", "p2"], [b"[1,2]"] * 2, [b"null"] * 2, 2, 60)
         sha = hashlib.sha1(registry._encode(spec).encode()).hexdigest()
@@ -128,6 +132,13 @@ async def _exercise(client: Any, keys: Keys) -> None:
         await access.label_done(model, "p1")
         assert await access.delete_model(model, topic="t")
         assert await registry.create_spec(client, keys, spec, topic="t")
+    # windows of many slots in one read, one still in the old layout (a sorted set)
+    legacy = f"legacy-{MODEL_IDS[0]}"
+    await client.zadd(keys.seen(legacy), {"a": 1, "b": 2})
+    got = await read_seens(client, keys, [*MODEL_IDS, legacy], 10)
+    assert got[legacy] == seen_layout.from_ids([("a", 1.0), ("b", 2.0)])
+    assert all(len(got[m]) == 0 for m in MODEL_IDS)  # deleted with the models
+    await client.delete(keys.seen(legacy))
     assert sorted(await rebase_on_new_log(client, keys)) == []  # no stamps left: specs only
     assert sorted(await registry.list_model_ids(client, keys)) == sorted(MODEL_IDS)
     specs = await registry.get_specs(client, keys, MODEL_IDS)  # cross-slot read

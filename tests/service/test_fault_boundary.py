@@ -62,7 +62,7 @@ def _fingerprint(rt: ModelRuntime) -> tuple[Any, ...]:
         encode_state(rt.stats.state()),
         rt.counters.applied,
         rt.counters.ids_sum,
-        list(rt.seen),
+        rt.seen.records(),
     )
 
 

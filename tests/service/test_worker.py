@@ -112,7 +112,7 @@ async def test_worker_matches_replay_and_drops_duplicates(worker_settings, redis
     for m in SPECS:
         s = await read_state(r, keys, m)
         assert s.stamp.event_id == last[m]
-        assert len(await read_seen(r, keys, m)) == s.counters.applied
+        assert len(await read_seen(r, keys, m, 10_000)) == s.counters.applied
         # the figures readers get were computed at this write, from these statistics
         carried = figures.decode(await r.hget(keys.state(m), "figures"))
         assert (

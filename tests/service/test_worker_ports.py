@@ -17,6 +17,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from clients import wire
 from service.config import Settings
+from service.store import seen as layout
 from service.store.checkpoints import (
     BACKWARDS,
     CONFLICT,
@@ -160,17 +161,22 @@ def _write(model: str, offset: int, version: int, **kw: Any) -> CheckpointWrite:
     )
 
 
+_recs = layout.new_records  # the seen records a write appends
+
 # A script of checkpoint writes: (write, the outcome both stores must give).
 # Each write names the token of the version it expects (``expected_token``, the ``token`` of
 # the write that made it) and sets its own (``m@7``: model m, stamp offset 7).
 SCRIPT: list[tuple[CheckpointWrite, str]] = [
-    (_write("m", 3, 0, new_ids=[(1, "a"), (2, "b"), (3, "c"), (4, "d")]), OK),
+    (_write("m", 3, 0, seen=_recs([(1, "a"), (2, "b"), (3, "c"), (4, "d")])), OK),
     (_write("m", 5, 0), CONFLICT),  # lost the version check
     (_write("m", 2, 1, expected_token="m@3"), BACKWARDS),  # behind the stored stamp
     # the right version number from another lineage (Redis issued it again after losing
     # writes): the token tells them apart
     (_write("m", 6, 1, expected_token="m@5"), CONFLICT),
-    (_write("m", 7, 1, expected_token="m@3", new_ids=[(5, "e"), (6, "f")], stats=b""), OK),
+    (
+        _write("m", 7, 1, expected_token="m@3", seen=_recs([(5, "e"), (6, "f")]), stats=b""),
+        OK,
+    ),
     (_write("m", 1, 2, expected_token="m@7", partition=1), OK),  # another partition
     # a rollback to version 1 (applied 4): the stamp goes back on purpose, later ids unseen
     (
@@ -181,13 +187,17 @@ SCRIPT: list[tuple[CheckpointWrite, str]] = [
             expected_token="m@1",
             rewind=True,
             applied=4,
-            unsee_above=4,
+            seen=layout.encode(layout.of_ids([(3, "c"), (4, "d")])),  # the window at 4
+            seen_whole=True,
             barrier=Stamp(0, 9, "rb"),
         ),
         OK,
     ),
-    (_write("m", 4, 4, expected_token="m@3", new_ids=[(5, "g")], barrier=Stamp(0, 9, "rb")), OK),
-    (_write("n", 0, 0, partition=1, new_ids=[(1, "z")]), OK),
+    (
+        _write("m", 4, 4, expected_token="m@3", seen=_recs([(5, "g")]), barrier=Stamp(0, 9, "rb")),
+        OK,
+    ),
+    (_write("n", 0, 0, partition=1, seen=_recs([(1, "z")])), OK),
 ]
 
 
@@ -232,8 +242,8 @@ async def test_memory_store_keeps_the_checkpoint_rules() -> None:
     assert snap["states"]["m"][:3] == (5, Stamp(0, 4, "e4"), Counters(applied=5, ids_sum=5))
     assert snap["states"]["m"][5:] == (Stamp(0, 9, "rb"), "m@4")
     # a, b trimmed (4 kept) when e, f came; e, f unseen by the rollback; then g
-    assert snap["seen"]["m"] == ["c", "d", "g"]
-    assert snap["seen_upto"] == ["c", "d"]
+    assert snap["seen"]["m"] == layout.of_ids([(3, "c"), (4, "d"), (5, "g")])
+    assert snap["seen_upto"] == layout.of_ids([(3, "c"), (4, "d")])
     assert [v for v, e in snap["history"].items() if e is not None] == [3, 4, 5]  # last 3
     assert snap["history"][4][4] == b"stats" and snap["history"][2] is None
     assert (snap["p0"], snap["p1"]) == ({"m"}, {"m", "n"})
@@ -509,7 +519,7 @@ async def test_an_idle_model_is_reloaded_when_the_store_lost_its_writes() -> Non
     await log.rebalance([P0, P1])
     _produce(broker, [_example("a", f"a{i}", i) for i in range(5)])
     await _run(worker, log)
-    kept = (store.states["a"], dict(store.seen["a"]), list(store.histories["a"]))
+    kept = (store.states["a"], store.seen["a"], list(store.histories["a"]))
     _produce(broker, [_example("a", f"a{i}", i) for i in range(5, 9)])
     await _run(worker, log)
     assert store.states["a"].counters.applied == 9

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from clients import wire
+from service.store import seen as seen_layout
 from service.store.checkpoints import Stamp, id_hash
 from service.worker.events import InvalidEvent, decode_event, raw_event_id
 from service.worker.faults import Faults
@@ -80,7 +81,9 @@ def test_runtime_skips_covered_drops_duplicates_rejects_bad_input() -> None:
     assert (c.applied, c.duplicate, c.rejected) == (4, 1, 1)
     assert c.ids_sum == (2 * id_hash("a") + id_hash("b") + id_hash("c")) % 2**64
     assert rt.stamp == Stamp(0, 10, "a")
-    assert [i for _, i in rt.new_ids] == ["a", "b", "c", "a"]
+    # the window holds the last 2 ids applied, "c" and "a" (applied 3rd and 4th)
+    assert rt.seen.records() == seen_layout.of_ids([(3, "c"), (4, "a")])
+    assert rt.seen.pending() == rt.seen.records()  # what the next checkpoint appends
 
 
 def test_faults_parse_and_refuse_unknown_points() -> None:
@@ -121,8 +124,8 @@ def _snapshot(rt: ModelRuntime):  # type: ignore[no-untyped-def]
         encode_state(rt.learner.state()),
         encode_state(rt.stats.state()),
         vars(rt.counters),
-        list(rt.seen),
-        list(rt.new_ids),
+        rt.seen.records(),
+        rt.seen.pending(),
         rt.stamp,
         rt.dirty,
     )

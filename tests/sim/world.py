@@ -150,7 +150,7 @@ class World:
                 dict(s.specs),
                 dict(s.states),
                 {m: list(h) for m, h in s.histories.items()},
-                {m: dict(v) for m, v in s.seen.items()},
+                {m: dict(v) if isinstance(v, dict) else v for m, v in s.seen.items()},
                 {k: set(v) for k, v in s.partition_lists.items()},
                 dict(s.halted),
             )
@@ -171,7 +171,7 @@ class World:
         s = self.store
         s.specs, s.states, s.halted = dict(specs), dict(states), dict(halted)
         s.histories = {m: list(h) for m, h in history.items()}
-        s.seen = {m: dict(v) for m, v in seen.items()}
+        s.seen = {m: dict(v) if isinstance(v, dict) else v for m, v in seen.items()}
         s.partition_lists = {key: set(v) for key, v in lists.items()}
         s.run += 1  # a restarted Redis (or the replica that took over) has a new run_id
 

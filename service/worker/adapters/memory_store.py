@@ -1,8 +1,9 @@
 """An in-memory ``ModelStore`` with the Redis store's semantics (``service/store/``): the
 version check (``CONFLICT``), stamps that may not go backwards on a partition unless the
 writer rewinds (``BACKWARDS``), the history of the last ``history_keep`` versions with
-their counters and statistics, the seen ids scored by the ``applied`` count and trimmed to
-the newest ``seen_keep`` (dropped above ``unsee_above`` after a rollback), the
+their counters and statistics, the seen window as one blob per model (appended to and
+trimmed like the script does, or replaced whole; ``service/store/seen.py``), with the old
+layout (ids scored by the ``applied`` count) still read and refused for an append, the
 partition-models lists, the worker's counters and the shared dead-letter count.
 The version check includes the write token, as the script's does.
 ``tests/service/test_worker_ports.py`` holds it against the Redis store.
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from service.store import seen as seen_layout
 from service.store.checkpoints import (
     BACKWARDS,
     CONFLICT,
@@ -25,6 +27,7 @@ from service.store.checkpoints import (
     StoredState,
     WriteResult,
 )
+from service.store.seen import SeenRecords
 from service.worker.ports import StoredModels
 
 
@@ -49,7 +52,8 @@ class MemoryStore:
         self.states: dict[str, StoredState] = {}
         self.histories: dict[str, list[HistoryEntry]] = {}  # newest first
         self.halted: dict[str, str] = {}  # model -> why it stopped learning
-        self.seen: dict[str, dict[str, int]] = {}  # model -> event id -> applied count
+        # model -> its seen blob, or in the old layout: event id -> applied count
+        self.seen: dict[str, bytes | dict[str, int]] = {}
         self.partition_lists: dict[tuple[str, int], set[str]] = {}
         self.workers: dict[str, dict[str, str]] = {}
         self.deadletter_count = 0
@@ -74,10 +78,13 @@ class MemoryStore:
         for models in self.partition_lists.values():
             models.discard(model)
 
-    def ordered_seen(self, model: str, upto: float = float("inf")) -> list[str]:
-        """Seen ids oldest first: by score, then by id (a Redis sorted set's order)."""
-        scored = self.seen.get(model, {})
-        return [m for m, s in sorted(scored.items(), key=lambda kv: (kv[1], kv[0])) if s <= upto]
+    def read_seen(self, model: str) -> SeenRecords:
+        """The newest ``seen_keep`` ids of the window, as ``read_seen`` reads them."""
+        stored = self.seen.get(model)
+        if isinstance(stored, dict):  # the old layout: by score, then by id (a sorted set)
+            scored = sorted(stored.items(), key=lambda kv: (kv[1], kv[0]))
+            return seen_layout.from_ids(scored).newest(self.seen_keep)
+        return seen_layout.decode(stored).newest(self.seen_keep) if stored else SeenRecords()
 
     # --- the ModelStore port --------------------------------------------------------------
     async def load(self, models: Sequence[str]) -> StoredModels:
@@ -89,7 +96,7 @@ class MemoryStore:
             state = self.states.get(m)
             out.states[m] = replace(state, counters=_copy(state.counters)) if state else None
             if state is not None:
-                out.seen[m] = self.ordered_seen(m)
+                out.seen[m] = self.read_seen(m)
         return out
 
     async def write(
@@ -112,6 +119,8 @@ class MemoryStore:
         token = cur.token if cur is not None else ""
         if version != w.expected_version or token != w.expected_token:
             return WriteResult(w.model, CONFLICT, version)
+        if not w.seen_whole and isinstance(self.seen.get(w.model), dict):
+            return WriteResult(w.model, CONFLICT, version)  # old layout: reload, then replace
         spec = self.specs.get(w.model)
         if spec is None and w.incarnation:  # deleted
             return WriteResult(w.model, CONFLICT, version)
@@ -145,15 +154,16 @@ class MemoryStore:
             kept = self.histories.setdefault(w.model, [])
             kept.insert(0, entry)
             del kept[self.history_keep :]
-        seen = self.seen.setdefault(w.model, {})
-        if w.unsee_above is not None:
-            for event_id in [m for m, s in seen.items() if s > w.unsee_above]:
-                del seen[event_id]
-        if self.seen_keep > 0 and w.new_ids:
-            for score, event_id in w.new_ids:
-                seen[event_id] = score
-            for event_id in self.ordered_seen(w.model)[: -self.seen_keep]:
-                del seen[event_id]
+        if w.seen_whole:
+            self.seen.pop(w.model, None)
+            if self.seen_keep > 0:
+                self.seen[w.model] = w.seen
+        else:
+            blob0 = self.seen.get(w.model)
+            assert not isinstance(blob0, dict)
+            blob = seen_layout.append(blob0, w.seen, self.seen_keep)
+            if blob is not None:
+                self.seen[w.model] = blob
         return WriteResult(w.model, OK, nv)
 
     async def epoch(self) -> str:
@@ -178,8 +188,8 @@ class MemoryStore:
     async def note_halted(self, model: str, reason: str) -> None:
         self.halted[model] = reason
 
-    async def seen_upto(self, model: str, applied: int) -> list[str]:
-        return self.ordered_seen(model, applied)
+    async def seen_upto(self, model: str, applied: int) -> SeenRecords:
+        return self.read_seen(model).upto(applied)
 
     async def partition_models(self, topic: str, partition: int) -> set[str]:
         return set(self.partition_lists.get((topic, partition), set()))

@@ -34,13 +34,14 @@ from service.store.checkpoints import (
     read_heads,
     read_history,
     read_history_entry,
-    read_seen,
     read_seen_upto,
+    read_seens,
     read_states,
     write_checkpoints,
 )
 from service.store.connect import RedisClient, redis_client, store_epoch
 from service.store.keys import Keys
+from service.store.seen import SeenRecords
 from service.worker.ports import StoredModels, StoreUnavailable
 from service.worker.telemetry import WorkerStats
 
@@ -171,7 +172,8 @@ class RedisStore:
             specs = await registry.get_specs(r, keys, ids)
             present = [m for m in ids if m in specs]
             states = await read_states(r, keys, present)
-            seen = {m: await read_seen(r, keys, m) for m in present if states[m] is not None}
+            with_state = [m for m in present if states[m] is not None]
+            seen = await read_seens(r, keys, with_state, self.seen_keep)
             return StoredModels(specs, states, seen)
 
         return await self.retry.call(fetch, "loading models")
@@ -251,9 +253,10 @@ class RedisStore:
             lambda: self.redis.hset(self.keys.state(model), "halted", reason), "halted note"
         )
 
-    async def seen_upto(self, model: str, applied: int) -> list[str]:
+    async def seen_upto(self, model: str, applied: int) -> SeenRecords:
         return await self.retry.call(
-            lambda: read_seen_upto(self.redis, self.keys, model, applied), "seen ids"
+            lambda: read_seen_upto(self.redis, self.keys, model, applied, self.seen_keep),
+            "seen ids",
         )
 
     async def partition_models(self, topic: str, partition: int) -> set[str]:
