@@ -4,20 +4,26 @@ worker does (through ``service.store.checkpoints``), talk to Redis directly."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from fastapi.testclient import TestClient
 from redis.asyncio import Redis
 
 import learners
+from service.api import create_app
 from service.config import Settings
 from service.store import registry
 from service.store.checkpoints import CheckpointWrite, Counters, Stamp, write_checkpoints
 from service.store.keys import Keys
 from tests._frames import record_events
+from tests._procs import terminate
 
 
 def events_for(
@@ -107,3 +113,19 @@ def pa_with_weights(w: list[float]) -> learners.Learner:
     learner = learners.build("pa", len(w))
     learner.w_ = np.asarray(w, dtype=np.float64)  # type: ignore[attr-defined]
     return learner
+
+
+@contextlib.contextmanager
+def api_and_worker(settings: Settings) -> Iterator[TestClient]:
+    """The API in process and one worker subprocess, both on ``settings``; the worker is
+    stopped on the way out."""
+    code = (
+        "from service.config import Settings; from service.worker.main import main;"
+        " main(Settings())"
+    )
+    worker = subprocess.Popen([sys.executable, "-c", code], env=settings.child_environment())
+    try:
+        with TestClient(create_app(settings)) as client:
+            yield client
+    finally:
+        terminate(worker, 20)

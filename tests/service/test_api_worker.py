@@ -3,9 +3,6 @@ worker's checkpoints, a delayed label is learned exactly once, re-sent ids chang
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,10 +11,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from service.api import create_app
 from service.config import Settings
-from tests._procs import terminate
-from tests.service._api_helpers import redis_call
+from tests.service._api_helpers import api_and_worker, redis_call
 
 pytestmark = pytest.mark.service
 
@@ -27,27 +22,8 @@ WAIT_S = 30.0
 @pytest.fixture(scope="module")
 def stack(make_settings) -> Iterator[tuple[TestClient, Settings]]:  # type: ignore[no-untyped-def]
     settings: Settings = make_settings(commit_interval_s=0.2, commit_every=20)
-    env = {
-        **os.environ,
-        "ONLINEPREDICT_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-        "ONLINEPREDICT_REDIS_URL": settings.redis_url,
-        "ONLINEPREDICT_KEY_PREFIX": settings.key_prefix,
-        "ONLINEPREDICT_EVENTS_TOPIC": settings.events_topic,
-        "ONLINEPREDICT_DEADLETTER_TOPIC": settings.deadletter_topic,
-        "ONLINEPREDICT_CONSUMER_GROUP": settings.consumer_group,
-        "ONLINEPREDICT_COMMIT_INTERVAL_S": "0.2",
-        "ONLINEPREDICT_COMMIT_EVERY": "20",
-    }
-    code = (
-        "from service.config import Settings; from service.worker.main import main;"
-        " main(Settings())"
-    )
-    worker = subprocess.Popen([sys.executable, "-c", code], env=env)
-    try:
-        with TestClient(create_app(settings)) as client:
-            yield client, settings
-    finally:
-        terminate(worker, 20)
+    with api_and_worker(settings) as client:
+        yield client, settings
 
 
 def wait_status(client: TestClient, mid: str, done: Callable[[dict[str, Any]], bool]) -> dict:  # type: ignore[type-arg]

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -24,13 +21,11 @@ from fastapi.testclient import TestClient
 
 import learners
 from clients import wire
-from service.api import create_app
 from service.config import Settings
 from service.store.checkpoints import StoredState, read_state
 from service.worker.events import InvalidEvent, decode_event
 from service.worker.runtime import APPLIED, REJECTED, ModelRuntime
-from tests._procs import terminate
-from tests.service._api_helpers import redis_call
+from tests.service._api_helpers import api_and_worker, redis_call
 from tests.service.conftest import produce, read_topic
 from tests.service.test_api_worker import wait_status
 
@@ -141,27 +136,8 @@ def test_runtime_rejects_unknown_names_and_objects_without_features() -> None:
 @pytest.fixture(scope="module")
 def stack(make_settings) -> Iterator[tuple[TestClient, Settings]]:  # type: ignore[no-untyped-def]
     settings: Settings = make_settings(commit_interval_s=0.2, commit_every=20)
-    env = {
-        **os.environ,
-        "ONLINEPREDICT_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-        "ONLINEPREDICT_REDIS_URL": settings.redis_url,
-        "ONLINEPREDICT_KEY_PREFIX": settings.key_prefix,
-        "ONLINEPREDICT_EVENTS_TOPIC": settings.events_topic,
-        "ONLINEPREDICT_DEADLETTER_TOPIC": settings.deadletter_topic,
-        "ONLINEPREDICT_CONSUMER_GROUP": settings.consumer_group,
-        "ONLINEPREDICT_COMMIT_INTERVAL_S": "0.2",
-        "ONLINEPREDICT_COMMIT_EVERY": "20",
-    }
-    code = (
-        "from service.config import Settings; from service.worker.main import main;"
-        " main(Settings())"
-    )
-    worker = subprocess.Popen([sys.executable, "-c", code], env=env)
-    try:
-        with TestClient(create_app(settings)) as client:
-            yield client, settings
-    finally:
-        terminate(worker, 20)
+    with api_and_worker(settings) as client:
+        yield client, settings
 
 
 def _create(client: TestClient, **extra: Any) -> str:
