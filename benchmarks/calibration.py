@@ -37,6 +37,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import _report  # noqa: E402
+from benchmarks._binary_data import load_binary, split  # noqa: E402
 from learners import REGISTRY  # noqa: E402
 
 RESULT = ROOT / "benchmarks" / "results" / "calibration.md"
@@ -64,50 +65,9 @@ Data = tuple[np.ndarray, np.ndarray]
 
 
 # ---- data --------------------------------------------------------------------------------
-def _river(ds: Any) -> tuple[np.ndarray, list[Any]]:
-    rows = list(ds)
-    keys = sorted(rows[0][0])
-    X = np.array([[r[0][k] for k in keys] for r in rows], dtype=np.float64)
-    return X, [r[1] for r in rows]
-
-
 def load_all() -> dict[str, Data]:
-    """Binary data sets (labels -1/+1) bundled with scikit-learn and river."""
-    from river import datasets
-    from sklearn.datasets import load_breast_cancer, load_digits
-
-    def pm1(flags: Any) -> np.ndarray:
-        return np.where(np.asarray(flags, dtype=bool), 1, -1)
-
-    out: dict[str, Data] = {}
-    bc = load_breast_cancer()
-    out["breast_cancer"] = (bc.data, pm1(bc.target == 0))
-    X, y = _river(datasets.Phishing())
-    out["Phishing"] = (X, pm1(y))
-    X, y = _river(datasets.Bananas())
-    out["Bananas"] = (X, pm1(y))
-    dg = load_digits()
-    out["digits odd"] = (dg.data.astype(np.float64), pm1(dg.target % 2))
-    X, y = _river(datasets.Yeast())
-    out["Yeast Class2"] = (X, pm1([v["Class2"] for v in y]))
-    X, y = _river(datasets.ImageSegments())
-    out["Segment window"] = (X, pm1([v == "window" for v in y]))
-    return out
-
-
-def split(X: np.ndarray, y: np.ndarray, seed: int) -> tuple[np.ndarray, ...]:
-    """Stratified 70/30 split, z-scored with the training split's statistics."""
-    rng = np.random.default_rng(seed)
-    tr, te = [], []
-    for label in (-1, 1):
-        idx = rng.permutation(np.flatnonzero(y == label))
-        k = int(round(0.3 * idx.size))
-        te.append(idx[:k])
-        tr.append(idx[k:])
-    i_tr, i_te = rng.permutation(np.concatenate(tr)), rng.permutation(np.concatenate(te))
-    mu, sd = X[i_tr].mean(axis=0), X[i_tr].std(axis=0)
-    sd = np.where(sd > 0, sd, 1.0)
-    return (X[i_tr] - mu) / sd, y[i_tr], (X[i_te] - mu) / sd, y[i_te]
+    """The shared binary data sets (``benchmarks/_binary_data.py``), labels -1/+1."""
+    return {name: (X, np.where(pos, 1, -1)) for name, (X, pos) in load_binary().items()}
 
 
 # ---- metrics -----------------------------------------------------------------------------

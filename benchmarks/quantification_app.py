@@ -41,6 +41,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import _report  # noqa: E402
+from benchmarks._binary_data import load_binary, split  # noqa: E402
 from learners.quantification.estimators import METHODS, PAPER_METHOD  # noqa: E402
 from learners.quantification.nemsis import NEMSIS, PAPER_MEASURE  # noqa: E402
 from learners.quantification.scan import SCAN  # noqa: E402
@@ -60,47 +61,9 @@ Data = tuple[np.ndarray, np.ndarray]
 
 
 # ---- data --------------------------------------------------------------------------------
-def _river(ds: Any) -> tuple[np.ndarray, list[Any]]:
-    rows = list(ds)
-    keys = sorted(rows[0][0])
-    X = np.array([[r[0][k] for k in keys] for r in rows], dtype=np.float64)
-    return X, [r[1] for r in rows]
-
-
 def load_all() -> dict[str, Data]:
-    """Binary data sets (labels 0/1, 1 = positive) bundled with sklearn and river."""
-    from river import datasets
-    from sklearn.datasets import load_breast_cancer, load_digits
-
-    out: dict[str, Data] = {}
-    bc = load_breast_cancer()
-    out["breast_cancer"] = (bc.data, (bc.target == 0).astype(int))  # malignant = 1
-    dg = load_digits()
-    out["digits odd"] = (dg.data.astype(np.float64), (dg.target % 2).astype(int))
-    X, y = _river(datasets.Phishing())
-    out["Phishing"] = (X, np.array(y, dtype=int))
-    X, y = _river(datasets.Bananas())
-    out["Bananas"] = (X, np.array(y, dtype=int))
-    X, y = _river(datasets.Yeast())
-    out["Yeast Class2"] = (X, np.array([v["Class2"] for v in y], dtype=int))
-    X, y = _river(datasets.ImageSegments())
-    out["Segment window"] = (X, np.array([v == "window" for v in y], dtype=int))
-    return out
-
-
-def split(X: np.ndarray, y: np.ndarray, seed: int) -> tuple[np.ndarray, ...]:
-    """Stratified 70/30 split, z-scored with the training split's statistics."""
-    rng = np.random.default_rng(seed)
-    tr, te = [], []
-    for label in (0, 1):
-        idx = rng.permutation(np.flatnonzero(y == label))
-        k = int(round(0.3 * idx.size))
-        te.append(idx[:k])
-        tr.append(idx[k:])
-    i_tr, i_te = rng.permutation(np.concatenate(tr)), rng.permutation(np.concatenate(te))
-    mu, sd = X[i_tr].mean(axis=0), X[i_tr].std(axis=0)
-    sd = np.where(sd > 0, sd, 1.0)
-    return (X[i_tr] - mu) / sd, y[i_tr], (X[i_te] - mu) / sd, y[i_te]
+    """The shared binary data sets (``benchmarks/_binary_data.py``), labels 0/1, 1 = positive."""
+    return {name: (X, pos.astype(int)) for name, (X, pos) in load_binary().items()}
 
 
 def app_samples(X_te: np.ndarray, y_te: np.ndarray, seed: int) -> list[tuple[np.ndarray, float]]:
