@@ -358,3 +358,23 @@ def port_open(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+async def run_worker_until(
+    settings: Any, done: Callable[[], Any], timeout: float = 60.0, worker_id: str = "t"
+) -> Any:
+    """Run an in-process worker until ``await done()`` is true, then stop it gracefully;
+    its result (the worker context). A worker that fails raises here."""
+    from service.worker.loop import run_worker
+
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(settings, stop=stop, worker_id=worker_id))
+    try:
+        async with asyncio.timeout(timeout):
+            while not await done():
+                if task.done():
+                    task.result()
+                await asyncio.sleep(0.1)
+    finally:
+        stop.set()
+    return await task

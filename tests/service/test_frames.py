@@ -5,7 +5,6 @@ API's events route produces one frame per batch."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import random
@@ -20,8 +19,7 @@ from clients.producer import EventProducer
 from service.store import registry
 from service.store.checkpoints import StoredState, read_state
 from service.store.keys import Keys
-from service.worker.loop import run_worker
-from tests.service.conftest import produce, read_topic, replay
+from tests.service.conftest import produce, read_topic, replay, run_worker_until
 
 pytestmark = pytest.mark.service
 
@@ -38,17 +36,7 @@ async def _create(r: Redis, keys: Keys, specs: dict[str, dict[str, Any]]) -> Non
 
 
 async def _run_until(settings: Any, done: Any, timeout: float = 90.0) -> Any:
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_worker(settings, stop=stop, worker_id="frames"))
-    try:
-        async with asyncio.timeout(timeout):
-            while not await done():
-                if task.done():
-                    task.result()
-                await asyncio.sleep(0.1)
-    finally:
-        stop.set()
-    return await task
+    return await run_worker_until(settings, done, timeout, worker_id="frames")
 
 
 def _handled(s: StoredState | None) -> int:

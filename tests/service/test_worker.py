@@ -20,8 +20,7 @@ from service.metrics.running import RunningStats
 from service.store import registry
 from service.store.checkpoints import ids_sum, read_seen, read_state
 from service.store.keys import Keys
-from service.worker.loop import run_worker
-from tests.service.conftest import make_event, produce, read_topic, replay
+from tests.service.conftest import make_event, produce, read_topic, replay, run_worker_until
 
 pytestmark = pytest.mark.service
 
@@ -61,21 +60,6 @@ async def _create_specs(r: Redis, keys: Keys) -> None:
         await registry.create_spec(r, keys, spec, overwrite=True)
 
 
-async def _run_until(settings, done, timeout: float = 60.0):  # type: ignore[no-untyped-def]
-    """Run an in-process worker until ``await done()`` is true, then stop it gracefully."""
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_worker(settings, stop=stop, worker_id="t"))
-    try:
-        async with asyncio.timeout(timeout):
-            while not await done():
-                if task.done():
-                    task.result()
-                await asyncio.sleep(0.1)
-    finally:
-        stop.set()
-    return await task
-
-
 async def _applied_total(r: Redis, keys: Keys) -> int:
     total = 0
     for m in SPECS:
@@ -104,7 +88,7 @@ async def test_worker_matches_replay_and_drops_duplicates(worker_settings, redis
     await _create_specs(r, keys)
     events = stream(1500, seed=1, dup_every=15)
     await produce(st, events)
-    ctx = await _run_until(st, lambda: _count_is(r, keys, len(events)))
+    ctx = await run_worker_until(st, lambda: _count_is(r, keys, len(events)))
     await _assert_matches_replay(r, keys, st)
     assert ctx.stats.duplicate == 100 and ctx.stats.applied == 1400
     # the final (shutdown) checkpoint covers each model's last event, and seen ids persist
@@ -147,7 +131,7 @@ async def test_invalid_events_are_dead_lettered_with_reasons(worker_settings, re
         s = await read_state(r, keys, "m-a")
         return s is not None and s.counters.applied == 1
 
-    ctx = await _run_until(st, done)
+    ctx = await run_worker_until(st, done)
     letters = [json.loads(v) for _, _, _, v in await read_topic(st, st.deadletter_topic)]
     reasons = {
         json.loads(x["value"]).get("id", "") if x["value"].startswith('{"') else "raw": x["reason"]
@@ -188,7 +172,7 @@ async def test_stamp_of_a_reset_log_is_void_and_model_relearns(make_settings, re
         await _create_specs(r, keys)
         first = [e for e in stream(300, seed=2) if e["model"] == "m-a"][:60]
         await produce(st, first)
-        await _run_until(st, lambda: _model_applied(r, keys, "m-a", 60))
+        await run_worker_until(st, lambda: _model_applied(r, keys, "m-a", 60))
         before = await read_state(r, keys, "m-a")
         assert before.stamp.offset == 59
     finally:
@@ -198,7 +182,7 @@ async def test_stamp_of_a_reset_log_is_void_and_model_relearns(make_settings, re
         await ensure_topics(st)
         second = [e for e in stream(300, seed=3, prefix="n") if e["model"] == "m-a"][:20]
         await produce(st, second)
-        await _run_until(st, lambda: _model_applied(r, keys, "m-a", 80))
+        await run_worker_until(st, lambda: _model_applied(r, keys, "m-a", 80))
         after = await read_state(r, keys, "m-a")
         assert after.counters.applied == 80
         assert after.stamp.offset == 19 and after.stamp.event_id == second[-1]["id"]
@@ -245,7 +229,7 @@ async def test_worker_health_and_metrics_endpoint(make_settings, redis_url) -> N
         seen["metrics"] = await get("/metrics")
         return True
 
-    await _run_until(st, done)
+    await run_worker_until(st, done)
     assert seen["health"][0].endswith("200 OK")
     status, body = seen["metrics"]
     assert status.endswith("200 OK")
@@ -286,7 +270,7 @@ async def test_register_control_events_are_applied_in_log_order(make_settings, r
             and a.counters.applied + a.counters.duplicate + a.counters.rejected == 6
         )
 
-    await _run_until(st, done)
+    await run_worker_until(st, done)
     log = await read_topic(st, st.events_topic)
     ref = replay(specs, log)
     tr = await read_state(r, keys, "tr")
