@@ -10,7 +10,7 @@ Per event, CPU time (best of ``--repeats``), one model, ``--rows`` rows per fram
   per-row checks and copy (Arrow's reader checks the structure);
 - decode + apply: the worker's per-model path without Kafka or checkpoints, ``pa`` at
   dimension d: ``decode_event`` + ``ModelRuntime.handle_many`` over the same rows against
-  ``decode_frame`` + ``ModelRuntime.handle_frame``;
+  ``decode_frame`` + ``frame_apply.apply_frame``;
 - worker loop: the real ``take`` (poll, decode, dedupe, learn, checkpoints every 5,000
   events with the seen ids) over the in-memory log and store, JSON records against frames:
   the worker's CPU per event without the Kafka client and Redis I/O.
@@ -36,6 +36,7 @@ from benchmarks import _bench  # noqa: E402  (pins BLAS threads first)
 from benchmarks._report import markdown_table  # noqa: E402
 from clients import wire  # noqa: E402
 from service.worker.events import decode_event  # noqa: E402
+from service.worker.frame_apply import apply_frame  # noqa: E402
 from service.worker.frames import Frame, _bad_rows, decode_frame  # noqa: E402
 from service.worker.runtime import ModelRuntime  # noqa: E402
 
@@ -125,7 +126,7 @@ def _apply_frames(frames: list[bytes], d: int) -> Callable[[], object]:
     def run() -> None:
         rt = ModelRuntime.create({"id": "m", "kind": "pa", "dim": d}, None, [], seen_keep=10_000)
         for off, v in enumerate(frames):
-            rt.handle_frame(decode_frame(b"m", v), 0, off)
+            apply_frame(rt, decode_frame(b"m", v), 0, off)
 
     return run
 
@@ -233,7 +234,7 @@ def main() -> None:
         "Arrow IPC read",
         "decode: JSON / frame",
         "JSON decode + handle_many (pa)",
-        "frame decode + handle_frame (pa)",
+        "frame decode + apply_frame (pa)",
         "decode+apply: JSON / frame",
         "worker loop, JSON",
         "worker loop, frames",

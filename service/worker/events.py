@@ -37,17 +37,10 @@ from clients.wire import (
     Y,
 )
 from service.limits import MAX_ABS_VALUE
+from service.worker.frames import frame_event_id
+from service.worker.invalid import InvalidEvent
 
 _BOUND = f'within ±{MAX_ABS_VALUE:g} (docs/events.md, "Values")'
-
-
-class InvalidEvent(ValueError):
-    """An event that cannot be applied; ``reason`` is human-readable."""
-
-    def __init__(self, reason: str, model: str | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.model = model
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass costs ~1 us more per event
@@ -241,8 +234,6 @@ def raw_event_id(value: bytes | None) -> str:
     event id a stamp records, and what the void-stamp check compares it with. A frame's
     is its last row's id (docs/events.md §6)."""
     if value is not None and value[:4] == FRAME_MAGIC:
-        from service.worker.frames import frame_event_id  # frames imports this module
-
         return frame_event_id(value)
     try:
         obj = _loads(value) if value is not None else None

@@ -1,4 +1,4 @@
-"""Applying a frame to its model (``ModelRuntime.handle_frame``; docs/reliability.md,
+"""Applying a frame to its model (``frame_apply.apply_frame``; docs/reliability.md,
 "Frames").
 
 A frame of n rows is handled as its n rows sent as JSON events in that order would be —

@@ -35,7 +35,7 @@ from clients.wire import (
     pad8,
 )
 from service.limits import MAX_ABS_VALUE
-from service.worker.events import InvalidEvent
+from service.worker.invalid import InvalidEvent
 
 _BOUND = f'within ±{MAX_ABS_VALUE:g} (docs/events.md, "Values")'
 _F8 = np.dtype("<f8")

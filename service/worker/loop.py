@@ -32,6 +32,7 @@ from service.worker.deadletter import DeadLetters
 from service.worker.drain import Drain
 from service.worker.events import Event, InvalidEvent, decode_event, raw_event_id
 from service.worker.faults import Faults
+from service.worker.frame_apply import apply_frame
 from service.worker.frames import Frame, decode_frame
 from service.worker.ports import Batch, Log, ModelStore, Record, StoreUnavailable, TopicPartition
 from service.worker.rebalance import Rebalance
@@ -175,7 +176,7 @@ async def process_batch(w: Worker, batch: Batch) -> None:
             by_offset[tp.partition, rec.offset] = rec
         elif isinstance(ev, Frame):  # a block already: learned alone, in its log position
             await _learn_gathered(w, gathered, by_offset)
-            await _handle_frame(w, tp, rec, ev, failed)
+            await _apply_frame(w, tp, rec, ev, failed)
         else:
             await _learn_gathered(w, gathered, by_offset)
             await _handle(w, tp, rec, ev, failed)
@@ -231,7 +232,7 @@ async def _learn_gathered(
     records.clear()
 
 
-async def _handle_frame(
+async def _apply_frame(
     w: Worker, tp: TopicPartition, rec: Record, frame: Frame, failed: dict[str, str]
 ) -> None:
     """A frame: its rows counted as events, each refused row dead-lettered alone as a JSON
@@ -248,7 +249,7 @@ async def _handle_frame(
         elapsed = 0.0
     else:
         started = perf_counter()
-        out = rt.handle_frame(frame, tp.partition, rec.offset)
+        out = apply_frame(rt, frame, tp.partition, rec.offset)
         elapsed = perf_counter() - started
         applied, rejected = out.applied, out.rejected
         st.duplicate += out.duplicate

@@ -41,8 +41,6 @@ from service.store.checkpoints import (
 from service.store.registry import feature_names
 from service.store.seen import SeenRecords, digests
 from service.worker.events import Event
-from service.worker.frame_apply import FrameOutcome, apply_frame
-from service.worker.frames import Frame
 from service.worker.ports import ModelStore
 from service.worker.seen import FEW, SeenWindow
 from service.worker.undo import Undo, UnsafeState, check_finite
@@ -368,11 +366,6 @@ class ModelRuntime:
                 raise ValueError(wire.no_features(int(self.spec["dim"])))
             self._features = wire.feature_index(names)
         return wire.dense(x, self._features)
-
-    def handle_frame(self, frame: Frame, partition: int, offset: int) -> FrameOutcome:
-        """A frame's rows, as if sent one by one as JSON events, learned as one block; the
-        stamp moves once, onto the whole frame (``service/worker/frame_apply.py``)."""
-        return apply_frame(self, frame, partition, offset)
 
     def _learn_batch(self, X: np.ndarray, todo: list[Event]) -> list[StepReport]:
         """``learn_many`` on the rows. Any failure (a refused batch, a step that stopped

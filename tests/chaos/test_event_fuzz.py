@@ -39,6 +39,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import learners
+from learners import _accel
 from learners.codec import encode_state
 from service.store.checkpoints import ids_sum
 from service.store.keys import Keys
@@ -289,10 +290,17 @@ RUINED = pytest.mark.xfail(
 )
 
 
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(n, marks=RUINED if n.startswith("poisoned") else ()) for n in sorted(FOUND)],
-)
+def _marks(name: str) -> Any:
+    if not name.startswith("poisoned"):
+        return ()
+    if name == "poisoned-vaw" and _accel.get() is not None:
+        # found on the numpy path: the compiled kernels sum in another order
+        # (docs/design.md, "Compiled kernels"), and this sequence no longer ruins vaw there
+        return ()
+    return RUINED
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in sorted(FOUND)])
 def test_found_sequences(name: str) -> None:
     kind, dim, events = FOUND[name]
     t = target(kind, MODEL, dim)

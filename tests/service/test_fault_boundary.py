@@ -18,6 +18,7 @@ from clients import wire
 from learners.codec import encode_state
 from service.store.checkpoints import ids_sum
 from service.worker.events import Event
+from service.worker.frame_apply import apply_frame
 from service.worker.frames import decode_frame
 from service.worker.runtime import APPLIED, REJECTED, ModelRuntime
 
@@ -107,7 +108,7 @@ def buggy_learners(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureReque
 @pytest.mark.parametrize("buggy_learners", FAILURES, indirect=True, ids=lambda e: e.__name__)
 @pytest.mark.parametrize("kind", sorted(learners.REGISTRY))
 def _as_frames(rt: ModelRuntime, items: list[tuple[Event, int, int]]) -> list[tuple[str, str]]:
-    """``items`` through ``handle_frame``: one frame per run of rows of one width (a frame
+    """``items`` through ``apply_frame``: one frame per run of rows of one width (a frame
     has one dimension), its rows' outcomes in order."""
     out: list[tuple[str, str]] = []
     i = 0
@@ -118,7 +119,7 @@ def _as_frames(rt: ModelRuntime, items: list[tuple[Event, int, int]]) -> list[tu
         evs = [ev for ev, _, _ in items[i:j]]
         value = wire.encode_frame("m", [e.id for e in evs], [e.x for e in evs],
                                   [e.y for e in evs], ts=0.0)  # fmt: skip
-        res = rt.handle_frame(decode_frame(b"m", value), 0, items[j - 1][2])
+        res = apply_frame(rt, decode_frame(b"m", value), 0, items[j - 1][2])
         assert res.duplicate == res.skipped == 0
         rejected = dict(res.rejected)
         out += [(REJECTED, rejected[k]) if k in rejected else (APPLIED, "") for k in range(j - i)]

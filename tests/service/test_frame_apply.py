@@ -1,4 +1,4 @@
-"""``ModelRuntime.handle_frame`` against the loop of ``handle`` over the same rows as JSON
+"""``frame_apply.apply_frame`` against the loop of ``handle`` over the same rows as JSON
 events (docs/reliability.md, "Frames"): the same outcomes, counters, seen window, learner
 state and statistics, bit for bit, whatever the dedupe window, duplicates and bad rows;
 the stamp moves once per frame."""
@@ -15,6 +15,7 @@ from clients import wire
 from learners.codec import encode_state
 from service.store.checkpoints import Stamp
 from service.worker.events import Event
+from service.worker.frame_apply import apply_frame
 from service.worker.frames import decode_frame
 from service.worker.runtime import APPLIED, DUPLICATE, REJECTED, ModelRuntime
 
@@ -67,7 +68,7 @@ def test_a_frame_is_its_rows_as_json_events(kind: str, keep: int) -> None:
     offset = 0
     for f, (ids, X, y, hints) in enumerate(_frames(kind, seed=keep + len(kind))):
         frame = decode_frame(b"m", wire.encode_frame("m", ids, X, y, hints, ts=0.0))
-        out = framed.handle_frame(frame, 0, 1000 + f)
+        out = apply_frame(framed, frame, 0, 1000 + f)
         want: dict[str, int] = {APPLIED: 0, DUPLICATE: 0, REJECTED: 0}
         for i, event_id in enumerate(ids):
             offset += 1
@@ -95,11 +96,11 @@ def test_a_covered_frame_is_skipped_whole_and_a_foreign_one_changes_nothing() ->
     rt = _fresh("pa", 100)
     value = wire.encode_frame("m", ["a", "b"], np.ones((2, 3)), [1.0, 2.0], ts=0.0)
     frame = decode_frame(b"m", value)
-    assert rt.handle_frame(frame, 0, 5).applied == 2
+    assert apply_frame(rt, frame, 0, 5).applied == 2
     state = encode_state(rt.learner.state())
-    again = rt.handle_frame(frame, 0, 5)  # a replay below the stamp
+    again = apply_frame(rt, frame, 0, 5)  # a replay below the stamp
     assert (again.skipped, again.applied) == (2, 0)
-    foreign = rt.handle_frame(decode_frame(b"m", value), 1, 9)
+    foreign = apply_frame(rt, decode_frame(b"m", value), 1, 9)
     assert not foreign.counted and len(foreign.rejected) == 2
     assert "partition" in foreign.rejected[0][1]
     assert encode_state(rt.learner.state()) == state and rt.counters.applied == 2
