@@ -60,11 +60,9 @@ def _fits(spec: ModelSpec, rows: Sequence[Sequence[float]], settings: Settings) 
     return len(rows) <= settings.max_batch and all(len(r) == spec.dim for r in rows)
 
 
-def _rows_json(X: np.ndarray) -> list[bytes]:
-    """Each row of ``X`` as a JSON array, from one encoder call (float formatting dominates a
-    batch); rows of numbers contain no brackets, so splitting on the separators is exact."""
-    text = orjson.dumps(X, option=orjson.OPT_SERIALIZE_NUMPY)
-    return [b"[" + part + b"]" for part in text[2:-2].split(b"],[")]
+def _matrix(rows: Sequence[Sequence[float]]) -> np.ndarray:
+    """The rows (numbers, each of the spec's dimension) as one float64 matrix."""
+    return np.array(rows, dtype=np.float64)
 
 
 def _hint_json(h: float | None) -> bytes:
@@ -92,20 +90,16 @@ async def serve_predictions(
     specs: SpecMemo = request.state.specs
     n = len(rows)
     ids = prediction_ids(n)
-    # X is built once the rows fit the spec (not ragged), unless the caller has it
     hint_json = [_hint_json(h) for h in hints]
-    x_json: list[bytes] = []
     known: KnownSpec | None = specs.get(model_id)
     # A request that does not fit the spec this process knows is checked against the stored
     # one (it may have changed): ask for it without storing anything.
     sha1 = known.sha1 if known is not None and _fits(known.spec, rows, settings) else ""
     for _ in range(SPEC_RETRIES):
-        if sha1 and not x_json:
-            if X is None:
-                X = np.array(rows, dtype=np.float64)
-            x_json = _rows_json(X)
+        if sha1 and X is None:  # built once the rows fit the spec (not ragged)
+            X = _matrix(rows)
         res = await store.store_checked_predictions(
-            model_id, sha1, ids, x_json, hint_json, settings.prediction_ttl_s
+            model_id, sha1, ids, X, hint_json, settings.prediction_ttl_s
         )
         if res is None:
             specs.forget(model_id)
@@ -118,8 +112,7 @@ async def serve_predictions(
         sha1 = known.sha1
     else:  # pragma: no cover - the spec changed under each of SPEC_RETRIES round trips
         sha1 = ""
-        X = np.array(rows, dtype=np.float64)
-        x_json = _rows_json(X)
+        X = _matrix(rows) if X is None else X
     assert known is not None and X is not None
     spec = known.spec
     served = await cache.get(spec, version)
@@ -127,7 +120,7 @@ async def serve_predictions(
         # The checkpoint moved between the two reads (or the spec kept changing): store the
         # predictions with the version that actually serves them.
         await store.save_predictions(
-            model_id, ids, x_json, hint_json, served.version, settings.prediction_ttl_s
+            model_id, ids, X, hint_json, served.version, settings.prediction_ttl_s
         )
     learner = served.learner
 
