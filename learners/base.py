@@ -38,6 +38,7 @@ REGISTRY: dict[str, type[Learner]] = {}
 _FLOAT64 = np.dtype(np.float64)
 _vdot = np.vdot
 _isfinite = math.isfinite
+_new = object.__new__
 
 try:  # numpy >= 2: the errstate in force is this context variable's value (a new object
     # on every change); without it, quiet_underflow() answers False (the exact slow path)
@@ -549,7 +550,12 @@ class LinearRegressor(Learner):
                 raise ValueError("X and hints must have the same length")
         out = np.empty(X.shape[0])
         k.dot_rows(X, self.w_, out)
-        return [Prediction(v) for v in out.tolist()]
+        preds = []
+        for v in out.tolist():  # Prediction(v) without the frozen dataclass's __init__
+            p = _new(Prediction)
+            p.__dict__.update(value=v, scores=None)
+            preds.append(p)
+        return preds
 
 
 def finite_real(value: Any, name: str, expected: str) -> float:

@@ -56,8 +56,12 @@ def prediction_ids(n: int) -> list[str]:
     return [raw[32 * i : 32 * (i + 1)] for i in range(n)]
 
 
-def _fits(spec: ModelSpec, rows: Sequence[Sequence[float]], settings: Settings) -> bool:
-    return len(rows) <= settings.max_batch and all(len(r) == spec.dim for r in rows)
+def _fits(
+    spec: ModelSpec, rows: Sequence[Sequence[float]], X: np.ndarray | None, settings: Settings
+) -> bool:
+    if len(rows) > settings.max_batch:
+        return False
+    return X.shape[1] == spec.dim if X is not None else all(len(r) == spec.dim for r in rows)
 
 
 def _matrix(rows: Sequence[Sequence[float]]) -> np.ndarray:
@@ -94,7 +98,7 @@ async def serve_predictions(
     known: KnownSpec | None = specs.get(model_id)
     # A request that does not fit the spec this process knows is checked against the stored
     # one (it may have changed): ask for it without storing anything.
-    sha1 = known.sha1 if known is not None and _fits(known.spec, rows, settings) else ""
+    sha1 = known.sha1 if known is not None and _fits(known.spec, rows, X, settings) else ""
     for _ in range(SPEC_RETRIES):
         if sha1 and X is None:  # built once the rows fit the spec (not ragged)
             X = _matrix(rows)
