@@ -96,7 +96,7 @@ def _rows_args(X: np.ndarray, n: int, hint_json: Sequence[bytes]) -> list[str | 
     if X.shape[0] != n or len(hint_json) != n:
         raise ValueError(f"{n} prediction ids for {X.shape[0]} rows and {len(hint_json)} hints")
     block = np.ascontiguousarray(X, dtype=_ROW).tobytes()
-    hints = [] if all(h == b"null" for h in hint_json) else list(hint_json)
+    hints = [] if list(hint_json).count(b"null") == n else list(hint_json)
     return [len(block) // n, block, *hints]
 
 
@@ -227,7 +227,8 @@ class RedisAccess:
         args: list[str | bytes | int] = [spec_sha1, ttl_s, repr(time.time())]
         if spec_sha1:
             assert X is not None
-            keys += [self.keys.prediction(model, pid) for pid in ids]
+            prefix = self.keys.prediction(model, "")
+            keys += [prefix + pid for pid in ids]
             args += _rows_args(X, len(ids), hint_json)
         call = self.pipe.call if self.pipe is not None else self.redis.execute_command
         try:

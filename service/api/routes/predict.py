@@ -94,7 +94,7 @@ async def serve_predictions(
     specs: SpecMemo = request.state.specs
     n = len(rows)
     ids = prediction_ids(n)
-    hint_json = [_hint_json(h) for h in hints]
+    hint_json = [_NULL] * n if hints.count(None) == n else [_hint_json(h) for h in hints]
     known: KnownSpec | None = specs.get(model_id)
     # A request that does not fit the spec this process knows is checked against the stored
     # one (it may have changed): ask for it without storing anything.
