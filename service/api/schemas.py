@@ -531,7 +531,10 @@ class Counters(BaseModel):
 ModelFigures = create_model(  # type: ignore[call-overload]
     "ModelFigures",
     __doc__="A model's running figures (the values /metrics exports for it).",
-    **{name: (float | None, Field(None, description=help_)) for name, help_ in FIGURE_HELP.items()},
+    **{
+        name: (float | None, Field(None, description=help_))
+        for name, help_ in FIGURE_HELP.items()
+    },
 )
 
 
