@@ -131,3 +131,4 @@ def warm() -> None:
             m.learn(x, y)
         m.learn_many(X, [y] * len(X))
         m.predict(X[0])
+        m.predict_many(X)

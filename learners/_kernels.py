@@ -268,6 +268,18 @@ def dot(a, b):  # type: ignore[no-untyped-def]
 
 
 @jit
+def dot_rows(X, w, out):  # type: ignore[no-untyped-def]
+    """out[r] = dot(w, X[r]) for every row: the same products, summed in the same index
+    order as ``dot`` (a linear learner's ``predict_many``, one call for the batch)."""
+    for r in range(X.shape[0]):
+        s = 0.0
+        for i in range(w.shape[0]):
+            s += w[i] * X[r, i]
+        out[r] = s
+    return True
+
+
+@jit
 def pa_step(w, x, y, eps, variant, C, w2):  # type: ignore[no-untyped-def]
     """PARegressor.learn's step: -> (y_hat, e, excess, tau, x.x); when tau > 0 the new w
     is in ``w2`` (``w`` is never written). The same float operations as pa.py, in its

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from learners import _accel
 from learners._constraints import Constraint, Interval, validate
 
 StateValue = np.ndarray | float | int | str
@@ -37,6 +38,7 @@ REGISTRY: dict[str, type[Learner]] = {}
 _FLOAT64 = np.dtype(np.float64)
 _vdot = np.vdot
 _isfinite = math.isfinite
+_new = object.__new__
 
 try:  # numpy >= 2: the errstate in force is this context variable's value (a new object
     # on every change); without it, quiet_underflow() answers False (the exact slow path)
@@ -518,7 +520,42 @@ class LinearRegressor(Learner):
         return readonly(self.w_)
 
     def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
+        k = _accel.get()
+        if k is not None:  # the compiled w.x, as learn reports it
+            return Prediction(k.dot(self.w_, x))
         return Prediction(float(self.w_ @ x))
+
+    def predict_many(
+        self, X: Any, *, hints: Sequence[float | None] | None = None
+    ) -> list[Prediction]:
+        """``predict`` on each row. On the compiled path a finite C-ordered float64 matrix
+        takes one kernel call (``dot_rows``: every row's w.x with ``dot``'s products in
+        ``dot``'s order, so the same floats as the loop); anything else, and the numpy
+        path (whose per-row BLAS dot a matrix product need not match), is the loop."""
+        k = _accel.get()
+        if (
+            k is None
+            or type(self)._predict is not LinearRegressor._predict
+            or type(X) is not np.ndarray
+            or X.dtype is not _FLOAT64
+            or X.ndim != 2
+            or X.shape[1] != self.dim
+            or not X.flags.c_contiguous
+            or not np.isfinite(X).all()
+        ):
+            return super().predict_many(X, hints=hints)
+        if hints is not None:  # the base's checks, in its order (the rows are valid)
+            hs = [self._check_hint(h) for h in hints]
+            if len(hs) != X.shape[0]:
+                raise ValueError("X and hints must have the same length")
+        out = np.empty(X.shape[0])
+        k.dot_rows(X, self.w_, out)
+        preds = []
+        for v in out.tolist():  # Prediction(v) without the frozen dataclass's __init__
+            p = _new(Prediction)
+            p.__dict__.update(value=v, scores=None)
+            preds.append(p)
+        return preds
 
 
 def finite_real(value: Any, name: str, expected: str) -> float:

@@ -17,7 +17,6 @@ from learners import _accel
 from learners._constraints import Constraint, Options
 from learners.base import (
     LinearRegressor,
-    Prediction,
     StepReport,
     make_report,
     positive,
@@ -66,12 +65,6 @@ class OGD(LinearRegressor):
 
     def __init__(self, dim: int, *, lr: float = 0.01, schedule: str = "constant"):
         self._init_params(dim, {"lr": lr, "schedule": schedule})
-
-    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
-        k = _accel.get()
-        if k is not None:  # the compiled w.x, as learn reports it
-            return Prediction(k.dot(self.w_, x))
-        return Prediction(float(self.w_ @ x))
 
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
         k = _accel.get()

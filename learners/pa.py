@@ -21,7 +21,6 @@ from learners.base import (
     BatchInterrupted,
     Learner,
     LinearRegressor,
-    Prediction,
     StepReport,
     make_report,
     quiet_underflow,
@@ -93,12 +92,6 @@ class PARegressor(LinearRegressor):
 
     def __init__(self, dim: int, *, variant: str = "pa", C: float = 1.0, epsilon: float = 0.1):
         self._init_params(dim, {"variant": variant, "C": C, "epsilon": epsilon})
-
-    def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
-        k = _accel.get()
-        if k is not None:  # the compiled w.x, as learn reports it
-            return Prediction(k.dot(self.w_, x))
-        return Prediction(float(self.w_ @ x))
 
     def _learn_compiled(self, k: Any, x: np.ndarray, y: float) -> StepReport:
         """One step by the compiled kernel (learners/_kernels.py ``pa_step``): the same

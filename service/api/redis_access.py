@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from redis.exceptions import NoScriptError
 
 from service.api.redis_pipe import RedisPipe
@@ -21,22 +22,25 @@ from service.store.connect import RedisClient
 from service.store.keys import Keys
 
 COUNTERS = ("applied", "duplicate", "rejected")
+_ROW = np.dtype("<f8")  # a stored prediction's x: float64, little-endian
 STATUS_FIELDS = ("version", *COUNTERS)
 
 # Claim a prediction for its label (docs/design.md, "Labels"). KEYS[1]: the prediction hash;
 # ARGV: the label's y (JSON) and the request's Idempotency-Key ('' without one). nil when
-# unknown/expired; else {state, x, hint, y, key} of the claim: 'new' (claimed now, pending
-# with ARGV's y and key), 'pending' (claimed earlier, its produce not known to be acked:
-# the caller produces it again), 'done' (acked; '1' is the claim of an API before pending
-# claims, which released a failed produce). One key, so it is also safe on Redis Cluster.
+# unknown/expired; else {state, x, hint, y, key, xf64} of the claim (x: the JSON of a record
+# stored before xf64, else ''; xf64: x as little-endian float64 bytes, else ''): 'new'
+# (claimed now, pending with ARGV's y and key), 'pending' (claimed earlier, its produce not
+# known to be acked: the caller produces it again), 'done' (acked; '1' is the claim of an
+# API before pending claims, which released a failed produce). One key, so it is also safe
+# on Redis Cluster.
 _CLAIM = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
-local f = redis.call('HMGET', KEYS[1], 'labelled', 'x', 'hint', 'label_y', 'label_key')
+local f = redis.call('HMGET', KEYS[1], 'labelled', 'x', 'hint', 'label_y', 'label_key', 'xf64')
 if not f[1] then
   redis.call('HSET', KEYS[1], 'labelled', 'pending', 'label_y', ARGV[1], 'label_key', ARGV[2])
-  return {'new', f[2], f[3], ARGV[1], ARGV[2]}
+  return {'new', f[2] or '', f[3], ARGV[1], ARGV[2], f[6] or ''}
 end
-return {f[1], f[2], f[3], f[4] or '', f[5] or ''}
+return {f[1], f[2] or '', f[3], f[4] or '', f[5] or '', f[6] or ''}
 """
 
 # The claimed label's produce was acked. Never recreates an expired hash (no TTL then).
@@ -50,11 +54,14 @@ return 1
 
 # Stores a batch with one command (a pipeline of 2 commands per row costs far more client
 # CPU): the predict route's rewrite of ``v`` when the checkpoint moved during a request.
-# KEYS: prediction keys (one model, one slot); ARGV: ttl, version, ts, then x and hint per key.
+# KEYS: prediction keys (one model, one slot); ARGV: ttl, version, ts, the bytes of a row,
+# the rows (float64, little-endian, one after the other), then a hint per key, or none when
+# every hint is null. Each hash gets its row's bytes as ``xf64``.
 _SAVE_PREDICTIONS = """
+local w = tonumber(ARGV[4])
 for i, key in ipairs(KEYS) do
-  redis.call('HSET', key, 'x', ARGV[2 + 2 * i], 'hint', ARGV[3 + 2 * i], 'v', ARGV[2],
-    'ts', ARGV[3])
+  redis.call('HSET', key, 'xf64', string.sub(ARGV[5], (i - 1) * w + 1, i * w),
+    'hint', ARGV[5 + i] or 'null', 'v', ARGV[2], 'ts', ARGV[3])
   redis.call('EXPIRE', key, ARGV[1])
 end
 return #KEYS
@@ -64,7 +71,8 @@ return #KEYS
 # The predict hot path in one round trip: the spec's SHA-1 the API process has validated the
 # request against (ARGV[1]), the checkpoint version, and the predictions stored with that
 # version. KEYS: spec, state, then the prediction keys (all in the model's {id} slot);
-# ARGV: spec sha1, ttl, ts, then x and hint per prediction key. Returns nil when the model
+# ARGV: spec sha1, ttl, ts, the bytes of a row, the rows (as in _SAVE_PREDICTIONS), then a
+# hint per prediction key, or none when every hint is null. Returns nil when the model
 # does not exist (nothing stored), {version} when stored, {version, spec} when the stored
 # spec is not the one the request was checked against (nothing stored: check again).
 _PREDICT = """
@@ -72,13 +80,24 @@ local spec = redis.call('GET', KEYS[1])
 if not spec then return nil end
 local version = redis.call('HGET', KEYS[2], 'version') or '0'
 if redis.sha1hex(spec) ~= ARGV[1] then return {version, spec} end
+local w = tonumber(ARGV[4])
 for i = 3, #KEYS do
-  redis.call('HSET', KEYS[i], 'x', ARGV[2 * i - 2], 'hint', ARGV[2 * i - 1], 'v', version,
-    'ts', ARGV[3])
+  redis.call('HSET', KEYS[i], 'xf64', string.sub(ARGV[5], (i - 3) * w + 1, (i - 2) * w),
+    'hint', ARGV[3 + i] or 'null', 'v', version, 'ts', ARGV[3])
   redis.call('EXPIRE', KEYS[i], ARGV[2])
 end
 return {version}
 """
+
+
+def _rows_args(X: np.ndarray, n: int, hint_json: Sequence[bytes]) -> list[str | bytes | int]:
+    """The prediction scripts' row arguments: the bytes of a row, the rows' float64 bytes
+    (little-endian, one block), then the hints' JSON, or none when every hint is null."""
+    if X.shape[0] != n or len(hint_json) != n:
+        raise ValueError(f"{n} prediction ids for {X.shape[0]} rows and {len(hint_json)} hints")
+    block = np.ascontiguousarray(X, dtype=_ROW).tobytes()
+    hints = [] if list(hint_json).count(b"null") == n else list(hint_json)
+    return [len(block) // n, block, *hints]
 
 
 @dataclass(frozen=True)
@@ -175,17 +194,16 @@ class RedisAccess:
         self,
         model: str,
         ids: Sequence[str],
-        x_json: Sequence[bytes],
+        X: np.ndarray,
         hint_json: Sequence[bytes],
         version: int,
         ttl_s: int,
     ) -> None:
-        """Each prediction as the hash ``x``, ``hint`` (JSON), ``v`` (version), ``ts`` with a
-        TTL: one script call for the whole batch."""
+        """Each prediction (a row of ``X``) as the hash ``xf64`` (the row's float64 bytes,
+        little-endian), ``hint`` (JSON), ``v`` (version), ``ts`` with a TTL: one script call
+        for the whole batch."""
         keys = [self.keys.prediction(model, pid) for pid in ids]
-        args: list[str | bytes | int] = [ttl_s, version, repr(time.time())]
-        for x, h in zip(x_json, hint_json, strict=True):
-            args += [x, h]
+        args = [ttl_s, version, repr(time.time()), *_rows_args(X, len(ids), hint_json)]
         await self._save_predictions(keys=keys, args=args)
 
     async def store_checked_predictions(
@@ -193,13 +211,14 @@ class RedisAccess:
         model: str,
         spec_sha1: str,
         ids: Sequence[str],
-        x_json: Sequence[bytes],
+        X: np.ndarray | None,
         hint_json: Sequence[bytes],
         ttl_s: int,
     ) -> tuple[int, bytes | None] | None:
-        """The predict hot path's one round trip: store each prediction (the hash ``x``,
+        """The predict hot path's one round trip: store each prediction (the hash ``xf64``,
         ``hint``, ``v``, ``ts`` with a TTL, as ``save_predictions``) with the current
-        checkpoint version, provided the stored spec's SHA-1 is ``spec_sha1``.
+        checkpoint version, provided the stored spec's SHA-1 is ``spec_sha1`` (and ``X``,
+        the rows, is given with it).
 
         None: no such model (nothing stored). ``(version, None)``: stored with ``v =
         version``. ``(version, spec)``: the stored spec is another one (or ``spec_sha1`` is
@@ -207,9 +226,10 @@ class RedisAccess:
         keys = [self.keys.spec(model), self.keys.state(model)]
         args: list[str | bytes | int] = [spec_sha1, ttl_s, repr(time.time())]
         if spec_sha1:
-            keys += [self.keys.prediction(model, pid) for pid in ids]
-            for x, h in zip(x_json, hint_json, strict=True):
-                args += [x, h]
+            assert X is not None
+            prefix = self.keys.prediction(model, "")
+            keys += [prefix + pid for pid in ids]
+            args += _rows_args(X, len(ids), hint_json)
         call = self.pipe.call if self.pipe is not None else self.redis.execute_command
         try:
             # EVALSHA directly: redis-py's Script wrapper and pooled client cost several
@@ -231,10 +251,12 @@ class RedisAccess:
         )
         if res is None:
             return None
-        state, x, hint, y, key = (v.decode() if isinstance(v, bytes) else v for v in res)
+        state, x, hint, y, key = (v.decode() if isinstance(v, bytes) else v for v in res[:5])
         if state == "1":  # an earlier API's claim: produced, or released when it failed
             state = "done"
-        return Claim(state=state, x=json.loads(x), hint=json.loads(hint), y_json=y, key=key)
+        # xf64: the row's float64 bytes; x: the JSON of a record stored before xf64 existed
+        row = np.frombuffer(res[5], dtype=_ROW).tolist() if not x else json.loads(x)
+        return Claim(state=state, x=row, hint=json.loads(hint), y_json=y, key=key)
 
     async def label_done(self, model: str, prediction_id: str) -> None:
         """The claimed label's event was acked by the broker: later labels are duplicates."""

@@ -190,8 +190,9 @@ def test_predict_stores_features_with_ttl(client: TestClient, api_settings: Sett
         return await redis.hgetall(key), await redis.ttl(key)
 
     stored, ttl = redis_call(api_settings, read)
-    # Compact JSON (orjson); the label route reads it back with json.loads: the same floats.
-    assert stored[b"x"] == b"[0.5,-1.0,2.0]" and stored[b"hint"] == b"0.25"
+    # x as its float64 bytes (little-endian; the label route reads the same floats back)
+    assert stored[b"xf64"] == np.array([0.5, -1.0, 2.0], dtype="<f8").tobytes()
+    assert b"x" not in stored and stored[b"hint"] == b"0.25"
     assert stored[b"v"] == str(r.json()["model_version"]).encode()
     assert 0 < ttl <= api_settings.prediction_ttl_s
 
@@ -208,10 +209,10 @@ def test_predict_stores_integers_as_floats_in_both_paths(
     pids = [r.json()["predictions"][0]["prediction_id"] for r in (fast, slow)]
 
     async def read(redis, keys):  # type: ignore[no-untyped-def]
-        return [await redis.hmget(keys.prediction(mid, p), ["x", "hint"]) for p in pids]
+        return [await redis.hmget(keys.prediction(mid, p), ["xf64", "hint"]) for p in pids]
 
     for x, hint in redis_call(api_settings, read):
-        assert x == b"[1.0,2.0,3.0]" and hint == b"2.0"
+        assert x == np.array([1.0, 2.0, 3.0], dtype="<f8").tobytes() and hint == b"2.0"
 
 
 def test_predict_follows_a_changed_spec_and_a_deleted_model(client: TestClient) -> None:
@@ -496,6 +497,40 @@ def test_label_is_joined_once(client: TestClient, api_settings: Settings) -> Non
     assert len(labelled) == 1
     (e,) = labelled
     assert e["x"] == x and e["y"] == 1.5 and e["hint"] == 0.1 and e["prediction_id"] == pid
+
+
+def test_label_joins_its_row_of_a_batch_and_a_record_stored_as_json(
+    client: TestClient, api_settings: Settings
+) -> None:
+    """Each prediction of a batch keeps its own row and hint (the rows go to Redis as one
+    block); a record in the layout before ``xf64`` (``x`` as JSON) still joins its label."""
+    mid = create(client)
+    rows = np.random.default_rng(3).normal(size=(5, 3)).tolist()
+    hints = [None, 0.5, None, -1.25, None]
+    body = {"instances": rows, "hints": hints}
+    pids = [
+        p["prediction_id"]
+        for p in client.post(f"/v1/models/{mid}/predict", json=body).json()["predictions"]
+    ]
+    legacy = "legacy-prediction"
+
+    async def write_legacy(redis, keys):  # type: ignore[no-untyped-def]
+        key = keys.prediction(mid, legacy)
+        await redis.hset(key, mapping={"x": "[1.5,-2.0,0.25]", "hint": "0.75", "v": "0", "ts": "1"})
+        await redis.expire(key, 60)
+
+    redis_call(api_settings, write_legacy)
+    for pid in [pids[1], pids[4], legacy]:
+        r = client.post(f"/v1/models/{mid}/labels", json={"prediction_id": pid, "y": 2.0})
+        assert r.status_code == 202 and r.json()["status"] == "accepted", r.text
+    client.post(f"/v1/models/{mid}/events", json={"events": [{"id": "marker", "x": [0, 0, 0]}]})
+    got = events_for(api_settings, mid, lambda f: any(e["id"] == "marker" for e in f))
+    joined = {e["prediction_id"]: (e["x"], e.get("hint")) for e in got if "prediction_id" in e}
+    assert joined == {
+        pids[1]: (rows[1], 0.5),
+        pids[4]: (rows[4], None),
+        legacy: ([1.5, -2.0, 0.25], 0.75),
+    }
 
 
 def test_label_for_unknown_or_expired_prediction_is_404(

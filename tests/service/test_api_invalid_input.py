@@ -49,8 +49,8 @@ def _raise(*_: Any, **__: Any) -> Any:
     raise ValueError(SECRET)
 
 
-def _patch_rows_json(mp: pytest.MonkeyPatch) -> None:
-    mp.setattr(predict_route, "_rows_json", _raise)
+def _patch_matrix(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(predict_route, "_matrix", _raise)
 
 
 def _patch_learner(mp: pytest.MonkeyPatch) -> None:
@@ -71,7 +71,7 @@ def _patch_marker(mp: pytest.MonkeyPatch) -> None:
 
 # (name, what to break, method, path under the model or None for /v1/models, body, headers)
 BUGS: list[tuple[str, Callable[[pytest.MonkeyPatch], None], str, str | None, Any, Any]] = [
-    ("predict fast path", _patch_rows_json, "post", "predict", {"x": [1, 2]}, None),
+    ("predict fast path", _patch_matrix, "post", "predict", {"x": [1, 2]}, None),
     # a string for a number: not "plain", so FastAPI's own handler runs
     ("predict slow path", _patch_learner, "post", "predict", {"x": [1, "2"]}, None),
     ("learner predict", _patch_learner, "post", "predict", {"instances": [[1, 2]]}, None),

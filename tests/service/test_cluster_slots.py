@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -121,14 +122,18 @@ async def _exercise(client: Any, keys: Keys) -> None:
         window = (await read_seens(client, keys, [model], 10))[model]
         assert window == seen_layout.of_ids([(1, "a"), (2, "b")])
         assert await rollback(client, keys, model, 1) == 2
-        await access.save_predictions(model, ["p1", "p2"], [b"[1,2]"] * 2, [b"null"] * 2, 2, 60)
+        rows = np.array([[1.0, 2.0], [3.0, 4.0]])
+        await access.save_predictions(model, ["p1", "p2"], rows, [b"null", b"0.5"], 2, 60)
         sha = hashlib.sha1(registry._encode(spec).encode()).hexdigest()
-        stored = await access.store_checked_predictions(
-            model, sha, ["p3"], [b"[1,2]"], [b"null"], 60
-        )
+        stored = await access.store_checked_predictions(model, sha, ["p3"], rows[1:], [b"null"], 60)
         assert stored == (2, None)
-        claim = await access.claim_prediction(model, "p1", "1.0", None)
+        claim = await access.claim_prediction(model, "p2", "1.0", None)
         assert claim is not None and claim.state == "new"
+        assert (claim.x, claim.hint) == ([3.0, 4.0], 0.5)
+        claim = await access.claim_prediction(model, "p3", "1.0", None)
+        assert claim is not None and (claim.x, claim.hint) == ([3.0, 4.0], None)
+        claim = await access.claim_prediction(model, "p1", "1.0", None)
+        assert claim is not None and claim.state == "new" and claim.x == [1.0, 2.0]
         await access.label_done(model, "p1")
         assert await access.delete_model(model, topic="t")
         assert await registry.create_spec(client, keys, spec, topic="t")

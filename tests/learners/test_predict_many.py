@@ -1,0 +1,74 @@
+"""The linear regressors' batch prediction (``LinearRegressor.predict_many``): on the
+compiled path one ``dot_rows`` call for a float64 matrix, the same floats as ``predict``
+row by row; every other input, and every error, as the base's loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import learners
+from learners import _accel
+from learners.base import Learner
+
+pytest.importorskip("numba")
+
+
+def _trained(kind: str, d: int, seed: int) -> Learner:
+    learner = learners.build(kind, d)
+    X, y = learner._test_stream(d, 300, seed)
+    learner.learn_many(X, y)
+    return learner
+
+
+@pytest.mark.parametrize("kind", ["pa", "ogd"])
+@pytest.mark.parametrize("d", [1, 3, 20, 100])
+def test_one_kernel_call_equals_the_loop_bit_for_bit(
+    compiled_path: None, kind: str, d: int
+) -> None:
+    learner = _trained(kind, d, seed=d)
+    rng = np.random.default_rng(d)
+    # wide magnitudes: a different summation order would show in the last bits
+    X = rng.normal(size=(257, d)) * 10.0 ** rng.integers(-8, 8, size=(257, d))
+    many = [p.value for p in learner.predict_many(X)]
+    loop = [learner.predict(x).value for x in X]
+    assert np.array(many).tobytes() == np.array(loop).tobytes()
+    assert all(type(v) is float for v in many)
+    # the same answers for the inputs the kernel does not take (lists, a strided view)
+    assert [p.value for p in learner.predict_many(X.tolist())] == many
+    assert [p.value for p in learner.predict_many(X[::2])] == many[::2]
+
+
+def test_the_kernel_is_the_one_used(compiled_path: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    learner = _trained("pa", 5, seed=0)
+    calls: list[int] = []
+    kernels = _accel.get()
+    real = kernels.dot_rows
+
+    def counting(X, w, out):  # type: ignore[no-untyped-def]
+        calls.append(X.shape[0])
+        return real(X, w, out)
+
+    monkeypatch.setattr(kernels, "dot_rows", counting)
+    learner.predict_many(np.ones((7, 5)))
+    assert calls == [7]
+
+
+@pytest.mark.parametrize("path", ["compiled_path", "numpy_path"])
+def test_errors_are_the_loops(path: str, request: pytest.FixtureRequest) -> None:
+    request.getfixturevalue(path)
+    learner = _trained("pa", 3, seed=1)
+    X = np.ones((2, 3))
+    with pytest.raises(ValueError, match="same length"):
+        learner.predict_many(X, hints=[None])
+    with pytest.raises(ValueError, match="hint must be finite"):
+        learner.predict_many(X, hints=[None, float("nan")])
+    bad = X.copy()
+    bad[1, 2] = np.inf
+    with pytest.raises(ValueError, match="only finite numbers"):
+        learner.predict_many(bad, hints=[None, float("nan")])  # rows are checked first
+    with pytest.raises(ValueError, match="dimension 3"):
+        learner.predict_many(np.ones((2, 4)))
+    assert [p.value for p in learner.predict_many(X, hints=[0.5, None])] == [
+        learner.predict(x).value for x in X
+    ]
