@@ -63,6 +63,7 @@ class Event:
     version: int | None = None  # rollback: the checkpoint version to restore
 
 
+_isfinite = math.isfinite
 _NUMBER_TYPES = frozenset((int, float))  # what JSON numbers decode to (bool excluded)
 _LABEL_TYPES = frozenset((int, float, bool))
 
@@ -223,7 +224,7 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
         event_id,
         x,
         y,
-        None if ts is None else _optional_number(obj, TS, model),
+        ts if type(ts) is float and _isfinite(ts) else _optional_number(obj, TS, model),
         None if hint is None else _optional_number(obj, HINT, model),
     )
 
