@@ -23,7 +23,7 @@ tansu broker and Redis of ``service.py``.
         [--d100-scale 0.34] [--frame-rows 500] [--no-frames] [--profile-worker]
 
 Prints the tables; writes benchmarks/results/peers.md (with ``--profile-worker``, also the
-summary of a py-spy profile of a second worker on the 1-model d = 20 JSON topic).
+summaries of py-spy profiles of a second worker on the 1-model d = 20 JSON and frame topics).
 """
 
 from __future__ import annotations
@@ -380,7 +380,7 @@ def main() -> None:
     prefixes: list[str] = []
     results: list[dict[str, Any]] = []
     notes: list[str] = []
-    profile_txt = None
+    profiles: dict[str, str] = {}  # format -> py-spy summary of the 1-model d = 20 worker
     try:
         for d in (int(v) for v in args.dims.split(",")):
             scale = 1.0 if d <= 20 else args.d100_scale
@@ -391,18 +391,20 @@ def main() -> None:
                 res = run_config(args, bootstrap, redis, run, tag, conf, n, n_models, d, prefixes)
                 results.extend(res["rows"])
                 notes.extend(v for v in res["notes"] if v not in notes)
-                profile_txt = profile_txt or res.get("profile")
+                for fmt, txt in res["profiles"].items():
+                    profiles.setdefault(fmt, txt)
     finally:
         removed = sum(_bench.delete_prefix(redis, p) for p in prefixes)
         for proc in reversed(stack):
             proc.stop()
-    report(results, notes, info, time.perf_counter() - started, removed, args, profile_txt)
+    report(results, notes, info, time.perf_counter() - started, removed, args, profiles)
 
 
 def run_config(args, bootstrap, redis, run, tag, conf, n, n_models, d, prefixes) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
-    out: dict[str, Any] = {"rows": rows, "notes": notes}
+    out: dict[str, Any] = {"rows": rows, "notes": notes, "profiles": {}}
+    profiling = args.profile_worker and n_models == 1 and d == 20
 
     def add(consumer: str, r: dict[str, Any] | None, fmt: str = "JSON") -> None:
         wall, cpu = rate(r)
@@ -434,8 +436,8 @@ def run_config(args, bootstrap, redis, run, tag, conf, n, n_models, d, prefixes)
     add("raw aiokafka consume, no decoding", asyncio.run(raw_consume(settings, n)))
     add("raw consume + orjson.loads", asyncio.run(raw_consume(settings, n, decode="orjson")))
     add("onlinepredict worker (pa, defaults)", _worker(settings, n, None))
-    if args.profile_worker and n_models == 1 and d == 20:
-        out["profile"] = profile_worker(settings, n, n_models, d, prefixes)
+    if profiling:
+        out["profiles"]["JSON"] = profile_worker(settings, n, n_models, d, prefixes)
     for guarantee in ("at-least-once", "exactly-once"):
         if guarantee == "exactly-once" and args.no_quix_eo:
             continue
@@ -501,6 +503,8 @@ def run_config(args, bootstrap, redis, run, tag, conf, n, n_models, d, prefixes)
         "frames",
     )
     add("onlinepredict worker (pa, defaults)", _worker(fs, n, None), "frames")
+    if profiling:
+        out["profiles"]["frames"] = profile_worker(fs, n, n_models, d, prefixes)
     return out
 
 
@@ -520,7 +524,7 @@ def _version(dist: str) -> str:
         return "(not installed)"
 
 
-def report(results, notes, info, elapsed, removed, args, profile_txt) -> None:  # type: ignore[no-untyped-def]
+def report(results, notes, info, elapsed, removed, args, profiles) -> None:  # type: ignore[no-untyped-def]
     def find(conf: str, fmt: str, prefix: str) -> dict[str, Any] | None:
         return next(
             (
@@ -630,11 +634,11 @@ def report(results, notes, info, elapsed, removed, args, profile_txt) -> None:  
     ]
     if notes:
         parts.append("\n".join(f"- {v}" for v in notes))
-    if profile_txt:
+    for fmt, profile_txt in profiles.items():
         print()
         print(profile_txt)
         parts += [
-            "## Worker profile (py-spy, 1 model, d = 20, JSON)",
+            f"## Worker profile (py-spy, 1 model, d = 20, {fmt})",
             "```\n" + profile_txt + "\n```",
         ]
     write(RESULTS / "peers.md", "\n\n".join(parts) + "\n")

@@ -322,6 +322,21 @@ def pa_many(w, X, y, eps, variant, C, w2, out):  # type: ignore[no-untyped-def]
         w2[i] = cur[i]
 
 
+# ---- running sums of rank-1 updates (service/metrics/regret.py) ------------------------------
+@jit
+def outer_sums(A, b, X, y):  # type: ignore[no-untyped-def]
+    """``A += x x^T`` and ``b += y x`` for each row of ``X`` in order, in place: every entry
+    gets the same products added in the same order as a loop of rank-1 updates."""
+    d = X.shape[1]
+    for r in range(X.shape[0]):
+        yr = y[r]
+        for i in range(d):
+            xi = X[r, i]
+            for j in range(d):
+                A[i, j] = A[i, j] + xi * X[r, j]
+            b[i] = b[i] + yr * xi
+
+
 # ---- online gradient descent (learners/ogd.py) -----------------------------------------
 @jit
 def ogd_many(w, X, y, lr, sqrt_schedule, t0, w2, out):  # type: ignore[no-untyped-def]

@@ -129,6 +129,59 @@ def make_report(
     return report
 
 
+class StepReports(Sequence[StepReport]):
+    """A batch's reports held as columns (``learn_many`` of a compiled step): item ``i``
+    is the ``StepReport`` the loop's ``learn`` returns for row ``i`` (equal field by field),
+    built only when asked for; a consumer of a whole batch (the service's running
+    statistics) reads ``predictions`` and ``losses`` (Python floats, the reports' own
+    values) without building any. ``diagnostic_names``: the keys every report's
+    ``diagnostics`` has."""
+
+    __slots__ = ("predictions", "losses", "diagnostic_names", "_row")
+
+    def __init__(
+        self,
+        predictions: list[float],
+        losses: list[float],
+        row: Any,
+        diagnostic_names: frozenset[str],
+    ) -> None:
+        self.predictions = predictions
+        self.losses = losses
+        self.diagnostic_names = diagnostic_names
+        self._row = row  # i -> the StepReport of row i
+
+    def __len__(self) -> int:
+        return len(self.predictions)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._row(j) for j in range(*i.indices(len(self)))]
+        n = len(self.predictions)
+        if not -n <= i < n:
+            raise IndexError("report index out of range")
+        return self._row(i + n if i < 0 else i)
+
+    def __iter__(self) -> Any:
+        return map(self._row, range(len(self.predictions)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __add__(self, other: Sequence[StepReport]) -> list[StepReport]:
+        return [*self, *other]
+
+    def __radd__(self, other: Sequence[StepReport]) -> list[StepReport]:
+        return [*other, *self]
+
+    def __repr__(self) -> str:
+        return f"StepReports({list(self)!r})"
+
+
 @dataclass(frozen=True)
 class StateSize:
     """An upper bound of the bytes of a learner's learned arrays (the numpy arrays of
@@ -365,7 +418,7 @@ class Learner:
 
     def learn_many(
         self, X: Any, y: Sequence[Any], *, hints: Sequence[float | None] | None = None
-    ) -> list[StepReport]:
+    ) -> Sequence[StepReport]:
         """``learn`` on each row in order (sequential semantics, identical to a loop).
 
         Rows are validated all together first, so one bad row rejects the whole batch

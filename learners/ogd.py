@@ -9,6 +9,7 @@ Zinkevich (2003), Online Convex Programming and Generalized Infinitesimal Gradie
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -84,7 +85,7 @@ class OGD(LinearRegressor):
         err = y_hat - y
         return StepReport(prediction=y_hat, loss=err * err, diagnostics={"lr": eta})
 
-    def learn_many(self, X: Any, y: Any, *, hints: Any = None) -> list[StepReport]:
+    def learn_many(self, X: Any, y: Any, *, hints: Any = None) -> Sequence[StepReport]:
         """``learn`` on each row in order; on the compiled path in one call (``ogd_many``:
         the compiled ``learn`` of each row, so the loop's bits)."""
         k = _accel.get()

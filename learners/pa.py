@@ -22,6 +22,7 @@ from learners.base import (
     Learner,
     LinearRegressor,
     StepReport,
+    StepReports,
     make_report,
     quiet_underflow,
 )
@@ -194,7 +195,7 @@ class PARegressor(LinearRegressor):
 
     def learn_many(
         self, X: Any, y: Sequence[Any], *, hints: Sequence[float | None] | None = None
-    ) -> list[StepReport]:
+    ) -> Sequence[StepReport]:
         """``learn`` on each row in order, bit for bit the loop (same expressions, same
         BLAS dot per row; ``w`` updated in two private buffers instead of a new array per
         update). ``x.x`` is only computed on the rounds that need it (``tau`` ignores it when
@@ -253,7 +254,7 @@ class PARegressor(LinearRegressor):
 
     def _learn_many_compiled(
         self, k: Any, X: Any, rows: list[np.ndarray], labels: list[Any]
-    ) -> list[StepReport]:
+    ) -> StepReports:
         """The checked batch in one compiled call (``pa_many``: ``pa_step`` on each row in
         order, so a loop of the compiled ``learn`` bit for bit)."""
         if type(X) is np.ndarray and X.dtype is _FLOAT64 and X.ndim == 2:
@@ -269,12 +270,28 @@ class PARegressor(LinearRegressor):
         if (out[:, 3] > 0.0).any():
             self.w_ = w2
         self.t_ += len(rows)
-        report = _report
-        return [report(y_hat, e, excess, tau) for y_hat, e, excess, tau in out.tolist()]
+        return _reports(out)
 
     @classmethod
     def _test_params(cls) -> list[dict[str, Any]]:
         return [{}, {"variant": "pa1", "C": 0.5}, {"variant": "pa2", "epsilon": 0.0}]
+
+
+_PA_DIAGNOSTICS = frozenset(("eps_loss", "tau"))
+
+
+def _reports(out: np.ndarray) -> StepReports:
+    """The compiled batch's reports as columns (``out``: y_hat, e, excess, tau per row):
+    the predictions, the losses ``e * e`` (numpy's float64 product is the Python float's),
+    and each row's ``_report`` built only when asked for."""
+
+    def row(i: int) -> StepReport:
+        return _report(*out[i].tolist())
+
+    e = out[:, 1]
+    with np.errstate(all="ignore"):  # an overflowed step's e * e: inf, silent as in Python
+        losses = (e * e).tolist()
+    return StepReports(out[:, 0].tolist(), losses, row, _PA_DIAGNOSTICS)
 
 
 def _report(y_hat: float, e: float, excess: float, tau: float) -> StepReport:

@@ -276,7 +276,7 @@ class Preprocessed(Learner):
 
     def learn_many(
         self, X: Any, y: Sequence[Any], *, hints: Sequence[float | None] | None = None
-    ) -> list[StepReport]:
+    ) -> Sequence[StepReport]:
         """``learn`` on each row in order: the rows' inputs are made as a loop makes them,
         then the inner learner's own ``learn_many`` learns them; the statistics advance by
         the rows it learned (all, or those before a :class:`BatchInterrupted`)."""

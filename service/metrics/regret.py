@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from learners import _accel
+
 RIDGE = 1e-9  # relative to mean(diag(A)); see module docstring
 _STACK_ELEMENTS = 1 << 19  # update_many's scratch: at most 4 MiB of outer products
 
@@ -66,6 +68,13 @@ class RegretTracker:
         if k == 0:
             return
         yv = np.asarray(y, dtype=np.float64)
+        kernels = _accel.get()
+        if kernels is not None:  # the same products and additions per entry, compiled
+            A, b = self.A_.copy(), self.b_.copy()
+            kernels.outer_sums(A, b, np.ascontiguousarray(X, dtype=np.float64), yv)
+            self.A_, self.b_ = A, b
+            self._sums_rest(y, y_hat)
+            return
         step = max(1, _STACK_ELEMENTS // max(d * d, 1))  # bounds the scratch memory
         for lo in range(0, k, step):
             Xc, yc = X[lo : lo + step], yv[lo : lo + step]
@@ -77,6 +86,10 @@ class RegretTracker:
             vecs[0] = self.b_
             np.multiply(yc[:, None], Xc, out=vecs[1:])
             self.b_ = _sequential_sum(vecs)
+        self._sums_rest(y, y_hat)
+
+    def _sums_rest(self, y: list[float], y_hat: list[float]) -> None:
+        """``c`` and ``loss`` of ``update_many``, one term after the other."""
         c, loss = self.c_, self.loss_
         for yt, pt in zip(y, y_hat, strict=True):
             c += yt * yt

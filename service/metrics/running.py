@@ -9,11 +9,12 @@ are the same whichever worker owns the model. The API's ``/metrics`` reads them 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from learners.base import StateSize
+from learners.base import StateSize, StepReports
 from service.metrics.regret import RegretTracker
 
 WINDOW = 100  # events in the sliding tracking-error window
@@ -67,7 +68,7 @@ class RunningStats:
         if self.regret is not None:
             self.regret.update(x, float(y), float(prediction))
 
-    def update_many(self, X: np.ndarray, ys: list[Any], reports: list[Any]) -> None:
+    def update_many(self, X: np.ndarray, ys: list[Any], reports: Sequence[Any]) -> None:
         """``update`` for each row of ``X`` with its label and ``StepReport``, in order:
         the same figures bit for bit, with the regression sufficient statistics summed in
         one pass (``RegretTracker.update_many``) and only the last step's diagnostics
@@ -80,26 +81,44 @@ class RunningStats:
             return
         self._score_many(ys, reports)
         if self.regret is not None:
-            preds = [float(r.prediction) for r in reports]
+            preds = (
+                reports.predictions
+                if isinstance(reports, StepReports)
+                else [float(r.prediction) for r in reports]
+            )
             self.regret.update_many(X, [float(y) for y in ys], preds)
         last = reports[-1].diagnostics
         self.last = {k: float(v) for k, v in last.items() if _finite(v)}
 
-    def _score_many(self, ys: list[Any], reports: list[Any]) -> None:
+    def _score_many(self, ys: list[Any], reports: Sequence[Any]) -> None:
         """``_score`` for each labelled event of a block, in order, bit for bit: the float
         sums are running sums (``np.add.accumulate`` adds one term after the other, as the
         loop does; ``sum`` and ``np.add.reduce`` would pair them up)."""
-        if any("turnover" in r.diagnostics for r in reports):  # index trackers: rare
+        # a compiled batch's columns: no report is built
+        columns = reports if isinstance(reports, StepReports) else None
+        if (
+            "turnover" in columns.diagnostic_names
+            if columns is not None
+            else any("turnover" in r.diagnostics for r in reports)
+        ):  # index trackers: rare
             for y, r in zip(ys, reports, strict=True):
                 self._score(y, r.prediction, r.loss, r.diagnostics)
             return
         k = len(reports)
         first = self.n
         self.n += k
-        losses = np.fromiter((float(r.loss) for r in reports), np.float64, k)
+        losses = (
+            np.array(columns.losses, dtype=np.float64)
+            if columns is not None
+            else np.fromiter((float(r.loss) for r in reports), np.float64, k)
+        )
         self.loss_sum = _running_sum(self.loss_sum, losses)
         if self.task == "regression":
-            preds = np.fromiter((float(r.prediction) for r in reports), np.float64, k)
+            preds = (
+                np.array(columns.predictions, dtype=np.float64)
+                if columns is not None
+                else np.fromiter((float(r.prediction) for r in reports), np.float64, k)
+            )
             err = preds - np.fromiter(map(float, ys), np.float64, k)
             sq = err * err
             self.sq_err = _running_sum(self.sq_err, sq)

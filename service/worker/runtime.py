@@ -367,7 +367,7 @@ class ModelRuntime:
             self._features = wire.feature_index(names)
         return wire.dense(x, self._features)
 
-    def _learn_batch(self, X: np.ndarray, todo: list[Event]) -> list[StepReport]:
+    def _learn_batch(self, X: np.ndarray, todo: list[Event]) -> Sequence[StepReport]:
         """``learn_many`` on the rows. Any failure (a refused batch, a step that stopped
         part-way, whose own state cannot be trusted) raises: the caller puts the model back
         and the per-event path finds the bad event."""

@@ -12,6 +12,7 @@ import pytest
 
 import learners
 from learners import _accel
+from learners.base import StepReports
 from learners.checks import yield_checks
 from learners.dvaw import Stack, refresh_inverse, stack_attrs
 
@@ -213,10 +214,18 @@ def test_pa_learn_many_equals_loop_for_every_batch_form(compiled_path: None, par
     strided[::2] = X
     for rows in (X, X.tolist(), np.asfortranarray(X), list(X), strided[::2]):
         m = cls(5, **params)
-        got = m.learn_many(rows[:60], y[:60]) + m.learn_many(rows[60:], y[60:])
-        assert repr([(r.prediction, r.diagnostics) for r in got]) == repr(
-            [(r.prediction, r.diagnostics) for r in expected]
+        first, second = m.learn_many(rows[:60], y[:60]), m.learn_many(rows[60:], y[60:])
+        got = first + second
+        assert repr([(r.prediction, r.loss, r.diagnostics, r.scores) for r in got]) == repr(
+            [(r.prediction, r.loss, r.diagnostics, r.scores) for r in expected]
         )
+        # the columns a batch's consumers read instead of the reports
+        assert isinstance(first, StepReports)
+        assert repr(first.predictions + second.predictions) == repr(
+            [r.prediction for r in expected]
+        )
+        assert repr(first.losses + second.losses) == repr([r.loss for r in expected])
+        assert first[-1] == expected[59] and first[:2] == expected[:2]
         learners.checks.assert_states_equal(m.state(), loop.state())
 
 

@@ -74,8 +74,22 @@ def test_classifier_figures_count_mistakes() -> None:
 
 
 # ---- batched updates: the same bits as the loop --------------------------------------------
+@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("d", [1, 2, 3, 8, 20, 150])
-def test_regret_update_many_equals_the_loop_bit_for_bit(d: int) -> None:
+def test_regret_update_many_equals_the_loop_bit_for_bit(d: int, compiled: bool) -> None:
+    """On the compiled sums (learners/_kernels.py ``outer_sums``) and the numpy stack."""
+    from learners import _accel
+
+    if compiled and not _accel.available():
+        pytest.skip("numba is not installed")
+    _accel.use(compiled)
+    try:
+        _update_many_equals_the_loop(d)
+    finally:
+        _accel.use(None)
+
+
+def _update_many_equals_the_loop(d: int) -> None:
     from service.metrics.regret import RegretTracker
 
     rng = np.random.default_rng(d)

@@ -159,3 +159,30 @@ def test_handle_many_equals_the_loop_of_handle(kind: str, keep: int, seed: int) 
     assert got == expected
     assert _snapshot(many) == _snapshot(loop)
     assert {o for o, _ in got} >= {APPLIED, REJECTED}
+
+
+@pytest.mark.parametrize(
+    ("x", "reason"),
+    [
+        ([1.0, -2.5, 0], None),
+        ([1e150, -1e150, 5e-324], None),  # the bound itself is allowed
+        ([6e149, 6e149, 6e149], None),  # hypot above half the bound: the exact checks pass it
+        ([10**150], None),  # an int at the bound
+        ([1.0000001e150, 0.0], "within"),
+        ([0.0, -2e150], "within"),
+        ([10**150 + 10**140], "within"),
+        ([1e308, 1e308], "within"),  # hypot finite, beyond the bound
+        ([float("nan"), 1.0], "finite"),
+        ([float("inf"), float("nan")], "finite"),
+        ([10**400, 1.0], "OverflowError"),  # beyond the float range: malformed, as before
+    ],
+)
+def test_decode_bounds_x_with_the_same_reasons_on_the_fast_check(
+    x: list[float], reason: str | None
+) -> None:
+    value = json.dumps({"model": "m", "id": "e1", "x": x, "y": 1.0}).encode()
+    if reason is None:
+        assert decode_event(b"m", value).x == [float(v) for v in x]
+    else:
+        with pytest.raises(InvalidEvent, match=reason):
+            decode_event(b"m", value)
