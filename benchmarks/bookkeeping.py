@@ -25,11 +25,13 @@ import asyncio
 import importlib.util
 import subprocess
 import sys
+import tempfile
 import time
 import types
 import uuid
 from collections import OrderedDict
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
 import _bench  # before numpy: pins BLAS threads
@@ -138,11 +140,14 @@ def _load(rev: str, path: str, name: str) -> types.ModuleType:
     src = subprocess.run(
         ["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout
-    spec = importlib.util.spec_from_loader(name, loader=None)
-    assert spec is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    exec(compile(src, f"{rev}:{path}", "exec"), mod.__dict__)
+    with tempfile.TemporaryDirectory() as tmp:  # imported from a file, as any module is
+        file = Path(tmp) / f"{name}.py"
+        file.write_text(src)
+        spec = importlib.util.spec_from_file_location(name, file)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
     return mod
 
 
