@@ -209,8 +209,9 @@ class Grammar:
             return self.rng.choice(self.t.labels)
         return self.moderate() * 3
 
-    def good(self) -> tuple[dict[str, Any], bool]:
-        """A valid example (as a dict, in a random key order) and whether it is certain."""
+    def good(self, named: bool = True) -> tuple[dict[str, Any], bool]:
+        """A valid example (as a dict, in a random key order) and whether it is certain;
+        ``x`` is a list unless ``named`` (then sometimes an object)."""
         x, sure = self.good_x()
         body: dict[str, Any] = {
             "model": self.t.model,
@@ -219,7 +220,7 @@ class Grammar:
             "y": self.good_y(),
         }
         r = self.rng
-        if r.random() < 0.2:
+        if named and r.random() < 0.2:
             body["x"] = self.named(x)
         if r.random() < 0.3:
             body["ts"] = round(1.7e9 + r.random() * 1e6, 3)
@@ -309,7 +310,7 @@ class Grammar:
         return self.rec(body, "found-1", EITHER)
 
     def _edge_x(self) -> Record:
-        body, _ = self.good()
+        body, _ = self.good(named=False)  # a list: one of its values is replaced
         r = self.rng
         x = [r.choice(EDGE) if r.random() < 0.6 else r.choice((1, 1.0, -1, 0)) for _ in body["x"]]
         x[r.randrange(len(x))] = r.choice(EDGE)
@@ -332,7 +333,7 @@ class Grammar:
 
     def _huge_int(self) -> Record:
         """An integer beyond int64, beyond the float range, or beyond 4,300 digits."""
-        body, _ = self.good()
+        body, _ = self.good(named=False)  # a list: one of its values is replaced
         r = self.rng
         size = r.choice(["int64", "float", "digits"])
         if size == "int64":
@@ -427,7 +428,7 @@ class Grammar:
         return self.rec(body, "wrong-dim", INVALID)
 
     def _non_finite(self) -> Record:
-        body, _ = self.good()
+        body, _ = self.good(named=False)  # a list: one of its values is replaced
         r = self.rng
         lit = Raw(r.choice(NON_FINITE))
         where = r.choice(["x", "y", "ts", "hint", "vectors", "extra"])
