@@ -74,6 +74,12 @@ def quiet_underflow() -> bool:
 _RESERVED = ("kind", "dim", "params")
 
 
+class Unanswerable(ValueError):
+    """A learner cannot answer for this (valid) input in its present state: a transductive
+    learner asked about a vector outside its registered block. The request's doing, not a
+    bug: the service answers it as the client's error."""
+
+
 class BatchInterrupted(ValueError):
     """``learn_many`` stopped at row ``index`` after its batch passed validation: the rows
     before it are learned (their reports are ``reports``), that row and the rest are not.

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from learners.base import StateSize
+from learners.base import StateSize, Unanswerable
 
 
 def row_key(x: np.ndarray) -> bytes:
@@ -99,9 +99,9 @@ class BlockMixin:
     def block_remaining(self) -> int:
         return int(self.remaining_.sum())
 
-    def _unregistered_error(self, hint: str = "") -> ValueError:
+    def _unregistered_error(self, hint: str = "") -> Unanswerable:
         if self.block_.shape[0] == 0:
             why = "no block is registered; call register(vectors) first"
         else:
             why = "x is not in the registered block (or its multiplicity is used up)"
-        return ValueError(f"{self.kind}: {why}{hint}")
+        return Unanswerable(f"{self.kind}: {why}{hint}")

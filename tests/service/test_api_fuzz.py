@@ -49,7 +49,16 @@ def test_no_input_gives_a_500(client: TestClient, api_settings: Settings, kind: 
             modes.append(GenerationMode.NEGATIVE)
         for mode in modes:
             _fuzz(client, op, mode, mid, seen)
-    assert 422 in seen and any(200 <= c < 300 for c in seen)  # both paths were exercised
+    assert 422 in seen  # the refusal path was exercised
+    if kind == "pa":  # every endpoint fuzzed: generated cases reach the success path too
+        assert any(200 <= c < 300 for c in seen), seen
+    else:
+        # a task endpoint's cases succeed only with a vector of exactly the model's
+        # dimension, which 12 generated bodies need not contain (a full-suite CI run drew
+        # none for nemsis, a run of this file alone did): the success path, asked directly
+        # (the transductive model has no block: its answer is the 422 saying so)
+        ok = client.post(f"/v1/models/{mid}/predict", json={"x": [0.5, -0.5]})
+        assert ok.status_code == (422 if kind == "transductive" else 200), ok.text
 
 
 def _fuzz(client, op, mode, mid: str, seen: dict[int, int]) -> None:  # type: ignore[no-untyped-def]

@@ -36,7 +36,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Message, Receive, Scope, Send
 
 from learners import Prediction
+from learners.base import Unanswerable
 from service.api.deps import CacheDep, ModelIdPath, get_model
+from service.api.errors import InvalidInput
 from service.api.redis_access import RedisAccess
 from service.api.routes._common import check_vectors, dense_rows, errors, jsonable
 from service.api.schemas import ModelSpec, PredictRequest, PredictResponse
@@ -137,7 +139,10 @@ async def serve_predictions(
             return preds, None
         return preds, learner.predict_proba_many(X, hints=hints)
 
-    preds, probas = run() if n < THREAD_BATCH else await run_in_threadpool(run)
+    try:
+        preds, probas = run() if n < THREAD_BATCH else await run_in_threadpool(run)
+    except Unanswerable as exc:  # e.g. a transductive model asked outside its block
+        raise InvalidInput(f"model {model_id!r} cannot predict these rows: {exc}") from None
     payload = {"predictions": _outputs(preds, ids, probas), "model_version": served.version}
     return Response(orjson.dumps(payload), media_type="application/json")
 
