@@ -7,9 +7,9 @@ Rows, per configuration (1 model and 100 models, d = 20 and d = 100):
 * the onlinepredict worker (``pa``, defaults: ``python -m service.worker``);
 * a Quix Streams app: PA-I in numpy, the weights in Quix state (RocksDB, changelog topic),
   at-least-once and exactly-once;
-* aiokafka + river ``PARegressor.learn_one`` per key, the models pickled to Redis every
-  5,000 events (what a river user writes; the only pickle in the repository, see
-  ``river_peer``);
+* aiokafka + river ``PARegressor.learn_one`` per key, each touched model's weights and
+  intercept saved to Redis as JSON every 5,000 events (river has no state export; the
+  project allows no pickle, so the peer saves the learned state by hand: ``river_peer``);
 * with ``clients.wire.encode_frame`` (binary frames, one record = many events of one model):
   raw consume of the frame topic (counted in events) and the worker on frames.
 
@@ -184,14 +184,19 @@ def quix_peer(args: argparse.Namespace) -> dict[str, Any]:
     return result or {"events": seen, "error": "stopped before the last event"}
 
 
-# --- river peer: the one place in this repository that uses pickle (tests/test_no_unsafe_code.py
-# exempts exactly this function). river models have no state export of their own; a river user
-# persists them with pickle, so the peer does too. Nothing here is ever unpickled.
-async def river_peer(args: argparse.Namespace) -> dict[str, Any]:
-    """aiokafka + river: ``PARegressor.learn_one`` per key, every touched model pickled to
-    Redis every 5,000 events, then the consumer's offsets committed."""
-    import pickle
+def _river_state(model: Any) -> bytes:
+    """A ``PARegressor``'s learned state (weights and intercept) as JSON: river has no state
+    export, and the project allows no pickle, so the peer saves what it learned by hand."""
+    import orjson
 
+    weights = {str(k): float(v) for k, v in model.weights.items()}
+    return orjson.dumps({"weights": weights, "intercept": float(model.intercept)})
+
+
+# --- river peer: what a river user writes, its state saved as JSON (no pickle anywhere)
+async def river_peer(args: argparse.Namespace) -> dict[str, Any]:
+    """aiokafka + river: ``PARegressor.learn_one`` per key, every touched model's state saved
+    to Redis every 5,000 events, then the consumer's offsets committed."""
     import orjson
     from aiokafka import AIOKafkaConsumer
     from redis.asyncio import Redis
@@ -228,7 +233,7 @@ async def river_peer(args: argparse.Namespace) -> dict[str, Any]:
                     if seen % RIVER_SAVE_EVERY == 0:
                         pipe = redis.pipeline(transaction=True)
                         for k in touched:
-                            pipe.set(f"{args.prefix}river:{k}", pickle.dumps(models[k]))
+                            pipe.set(f"{args.prefix}river:{k}", _river_state(models[k]))
                         await pipe.execute()
                         touched.clear()
                         await consumer.commit()
@@ -474,7 +479,7 @@ def run_config(args, bootstrap, redis, run, tag, conf, n, n_models, d, prefixes)
             f"river-{run}-{tag}",
         ],
     )
-    add(f"aiokafka + river {_version('river')} PARegressor, pickle every 5,000", r)
+    add(f"aiokafka + river {_version('river')} PARegressor, state saved as JSON every 5,000", r)
     if args.no_frames:
         return out
     frames = frame_records(n, d, n_models, 1, args.frame_rows)
