@@ -23,36 +23,21 @@ from typing import Any
 
 import numpy as np
 
+from learners._errstate import errstate_check
+
 #: [the kernels module, or None when numba is not installed], once looked up
 _loaded: list[Any] = []
 #: set by :func:`use` (tests): None follows the environment
 _forced: list[bool | None] = [None]
 
-try:  # numpy >= 2: the errstate in force is this context variable's value
-    from numpy._core._ufunc_config import (  # type: ignore[attr-defined]
-        _extobj_contextvar,
-        _get_extobj_dict,
-    )
-except ImportError:  # pragma: no cover - other numpy layouts: always the numpy path
-    _extobj_contextvar = None
 _SILENT = ("ignore", "warn")
-_silent_seen: list[Any] = [None]
 
-
-def quiet_errstate() -> bool:
-    """True while numpy's errstate only ignores or warns (its default: warn, underflow
-    ignored): the compiled path never raises, so any errstate that raises or calls a
-    handler (``np.errstate(over="raise")``) runs the numpy code, which raises as before."""
-    if _extobj_contextvar is None:
-        return False
-    current = _extobj_contextvar.get()
-    if current is _silent_seen[0]:
-        return True
-    d = _get_extobj_dict()
-    if all(d.get(k) in _SILENT for k in ("divide", "over", "under", "invalid")):
-        _silent_seen[0] = current
-        return True
-    return False
+#: True while numpy's errstate only ignores or warns (its default: warn, underflow ignored):
+#: the compiled path never raises, so any errstate that raises or calls a handler
+#: (``np.errstate(over="raise")``) runs the numpy code, which raises as before.
+quiet_errstate = errstate_check(
+    lambda d: all(d.get(k) in _SILENT for k in ("divide", "over", "under", "invalid"))
+)
 
 
 def use(enabled: bool | None) -> None:
@@ -80,8 +65,6 @@ def get() -> Any:
     k = _active[0]
     if k is None:
         return None
-    if _extobj_contextvar is not None and _extobj_contextvar.get() is _silent_seen[0]:
-        return k
     return k if quiet_errstate() else None
 
 

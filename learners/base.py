@@ -28,6 +28,7 @@ import numpy as np
 
 from learners import _accel
 from learners._constraints import Constraint, Interval, validate
+from learners._errstate import errstate_check
 
 StateValue = np.ndarray | float | int | str
 State = dict[str, StateValue]
@@ -40,34 +41,11 @@ _vdot = np.vdot
 _isfinite = math.isfinite
 _new = object.__new__
 
-try:  # numpy >= 2: the errstate in force is this context variable's value (a new object
-    # on every change); without it, quiet_underflow() answers False (the exact slow path)
-    from numpy._core._ufunc_config import (  # type: ignore[attr-defined]
-        _extobj_contextvar,
-        _get_extobj_dict,
-    )
-except ImportError:  # pragma: no cover - other numpy layouts
-    _extobj_contextvar = None
-#: the last errstate object seen to ignore underflow (held, so its identity is not reused)
-_quiet_errstate: list[Any] = [None]
-
-
-def quiet_underflow() -> bool:
-    """True when numpy's errstate in force ignores underflow (numpy's default).
-
-    Then a dot product ``x @ x`` with a finite result reports nothing to numpy (only
-    underflow could occur in it), so a bit-identical ``np.vdot(x, x)`` already computed
-    (the same BLAS dot) can stand in for it without losing a warning or an exception.
-    One context-variable read per call while the errstate does not change."""
-    if _extobj_contextvar is None:
-        return False
-    current = _extobj_contextvar.get()
-    if current is _quiet_errstate[0]:
-        return True
-    if _get_extobj_dict().get("under") == "ignore":
-        _quiet_errstate[0] = current
-        return True
-    return False
+#: True when numpy's errstate in force ignores underflow (numpy's default). Then a dot
+#: product ``x @ x`` with a finite result reports nothing to numpy (only underflow could
+#: occur in it), so a bit-identical ``np.vdot(x, x)`` already computed (the same BLAS dot)
+#: can stand in for it without losing a warning or an exception.
+quiet_underflow = errstate_check(lambda d: d.get("under") == "ignore")
 
 
 #: Names that ``state()`` uses for its own bookkeeping.
