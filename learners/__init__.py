@@ -74,6 +74,16 @@ def load_state(state: dict) -> Learner:  # type: ignore[type-arg]
     return Learner.from_state(state)
 
 
+def load_kernels() -> bool:
+    """Import the compiled kernels now (numba's import, about half a second) so that a
+    process's first learned event does not wait for it; each kernel's compiled code is
+    then read from numba's disk cache on its first call. False when the compiled path is
+    off (``ONLINEPREDICT_KERNELS=0``) or numba is not installed."""
+    from learners import _accel
+
+    return _accel.get() is not None
+
+
 __all__ = [
     "REGISTRY",
     "BatchInterrupted",
@@ -86,6 +96,7 @@ __all__ = [
     "build",
     "decode_state",
     "encode_state",
+    "load_kernels",
     "load_state",
     "state_size",
 ]

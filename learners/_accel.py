@@ -6,7 +6,7 @@ or while numpy's errstate raises (so ``np.errstate(over="raise")`` still raises 
 did), the learners run their numpy code. The compiled path does the same
 arithmetic per element; only the sums (P x, x^T P x, v^T x, w.x, the refresh's Cholesky
 factor) add in a fixed order of their own instead of BLAS/LAPACK's, so its last bits can
-differ from the numpy path's (not AROW's, whose compiled step has no sum). It never
+differ from the numpy path's (not AROW's full or "prec" shrink, which have no sum). It never
 raises on overflow: like the numpy path under the default errstate it leaves the inf/NaN
 in the state, which the stabilised guard and the worker's finiteness check
 (service/worker/undo.py) see as before.
@@ -107,7 +107,12 @@ def warm() -> None:
         ("pa", {}, 1.0),
         ("ogd", {}, 1.0),
         ("arow", {}, 1),
+        ("arow", {"diagonal": "cov"}, 1),
+        ("arow", {"diagonal": "prec", "classes": [-1, 1]}, 1),
         ("arow-regression", {}, 1.0),
+        ("arow-regression", {"diagonal": "prec", "epsilon": 0.1}, 1.0),
+        ("nemsis", {}, 1),
+        ("scan", {"s0": 1, "level_min": 1}, 1),
     ):
         m = REGISTRY[kind](3, **params)
         for x in X:

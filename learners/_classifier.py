@@ -33,7 +33,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from learners.base import Learner, Prediction, StateSize, StepReport, numbers_real, readonly
+from learners.base import (
+    Learner,
+    Prediction,
+    StateSize,
+    StepReport,
+    make_report,
+    numbers_real,
+    readonly,
+)
 
 #: Largest ``dim`` for learners that keep a dense d x d matrix (docs/algorithms/arow.md).
 FULL_MAX_DIM = 4096
@@ -210,6 +218,11 @@ class BinaryClassifier(Learner):
 
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
         m = self._score(x)
+        return self._finish_step(y, m, self._update(x, y, m))
+
+    def _finish_step(self, y: Any, m: float, update: dict[str, float]) -> StepReport:
+        """A step's bookkeeping once the model is updated: its report (``update``: the
+        update's diagnostics), the calibration and the counters."""
         y_hat = sign_label(m)
         ym = y * m
         mistake = ym <= 0.0
@@ -218,18 +231,13 @@ class BinaryClassifier(Learner):
             "margin": ym,
             "hinge": max(0.0, 1.0 - ym),
             "mistake": float(mistake),
+            **update,
         }
-        diagnostics.update(self._update(x, y, m))
         self._calibrate(y, m, diagnostics)
         self.t_ += 1
         self.n_mistakes_ += int(mistake)
         self.n_updates_ += int(diagnostics.get("update", 0.0) > 0.0)
-        return StepReport(
-            prediction=y_hat,
-            loss=float(y_hat != y),
-            diagnostics=diagnostics,
-            scores={"margin": m},
-        )
+        return make_report(y_hat, float(y_hat != y), diagnostics, {"margin": m})
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Scores ``m`` of the current model for the rows of ``X`` (shape (n, dim)); pure.

@@ -12,6 +12,7 @@ Algorithm page: ``docs/algorithms/arow.md``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,7 +26,39 @@ from learners._classifier import (
     sign_label,
 )
 from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options, Predicate
-from learners.base import Learner, Prediction, StateSize, StepReport, numbers_real, readonly
+from learners.base import (
+    Learner,
+    Prediction,
+    StateSize,
+    StepReport,
+    make_report,
+    numbers_real,
+    readonly,
+)
+
+_FLOAT64 = np.dtype(np.float64)
+
+
+def _batch_matrix(X: Any, rows: list[np.ndarray], dim: int) -> np.ndarray:
+    """The checked rows as one float64 matrix (``X`` itself when it is one)."""
+    if type(X) is np.ndarray and X.dtype is _FLOAT64 and X.ndim == 2:
+        return X  # validated as one matrix by _check_many
+    return np.array(rows, dtype=np.float64).reshape(len(rows), dim)
+
+
+def _diagonal_batch(
+    model: Any, X: Any, y: Sequence[Any], hints: Any, width: int, step: Any
+) -> tuple[list[Any], list[list[float]]]:
+    """A diagonal AROW's compiled ``learn_many``: check the batch, run ``step(mu, Sigma,
+    M, ys, out)`` (one kernel call over the rows, in place on copies, ``width`` outputs per
+    row), then keep the new state. Returns the checked labels and ``out`` as rows."""
+    rows, labels, _ = model._check_many(X, y, hints)
+    M = _batch_matrix(X, rows, model.dim)
+    mu, S, out = model.mu_.copy(), model.Sigma_.copy(), np.empty((len(rows), width))
+    step(mu, S, M, np.array(labels, dtype=np.float64), out)
+    model.mu_, model.Sigma_ = mu, S
+    return labels, out.tolist()
+
 
 #: Accepted values of ``diagonal``: False (full), True (= "cov", the better one, §5), or a mode.
 DIAGONAL_OPTIONS = (False, True, "cov", "prec")
@@ -76,6 +109,11 @@ def shrink_covariance(
             k.arow_shrink(cov, sx, beta, out)
             return out
         return cov - beta * np.outer(sx, sx)
+    k = _accel.get()
+    if k is not None:  # the same per-coordinate steps, one compiled pass (learners/_kernels.py)
+        out = np.empty(cov.shape)
+        k.arow_diag_shrink(cov, x, v, v_other, r, mode == "prec", out)
+        return out
     out = cov.copy()
     J = np.flatnonzero(x)
     if J.size == 0:
@@ -245,12 +283,23 @@ class AROW(GaussianCalibrated):
 
     # ---- binary (§4, §5) --------------------------------------------------------------------
     def _score(self, x: np.ndarray) -> float:
+        k = self._diagonal_kernels()
+        if k is not None:  # learn's m, summed as the compiled step sums it
+            return float(k.dot(self.mu_, x))
         return float(self.mu_ @ x)
 
     def _scores_many(self, X: np.ndarray) -> np.ndarray:
+        k = self._diagonal_kernels()
+        if k is not None and X.dtype == np.float64:
+            out = np.empty(X.shape[0])
+            k.dot_rows(X, self.mu_, out)  # each row's dot, as _score
+            return out
         return X @ self.mu_.T
 
     def _variance(self, x: np.ndarray) -> float:
+        k = self._diagonal_kernels()
+        if k is not None:  # the compiled step's x' Sigma x (clamped at 0, as gaussian_argument)
+            return float(k.diag_variance(self.Sigma_, x))
         return float(x @ covariance_times(self.Sigma_, x))  # the score's, under N(mu, Sigma)
 
     def _predict_proba(self, x: np.ndarray, hint: float | None) -> dict[Any, float]:
@@ -279,6 +328,34 @@ class AROW(GaussianCalibrated):
             "beta": beta,
             **self._sigma_gauges(self.Sigma_),
         }
+
+    def learn_many(
+        self, X: Any, y: Sequence[Any], *, hints: Sequence[float | None] | None = None
+    ) -> Sequence[StepReport]:
+        """``learn`` on each row in order; a binary diagonal AROW on the compiled path runs
+        the batch's steps in one call (``arow_diag_many``: ``arow_diag_row`` per row, the
+        compiled ``learn``'s kernel, so the loop bit for bit), then the calibration and
+        reports row by row."""
+        k = self._diagonal_kernels()
+        if k is None:
+            return super().learn_many(X, y, hints=hints)
+        prec, shrink = self._mode == "prec", self.update_covariance
+        labels, out = _diagonal_batch(
+            self, X, y, hints, 7,
+            lambda mu, S, M, ys, o: k.arow_diag_many(mu, S, M, ys, self.r, prec, shrink, o),
+        )  # fmt: skip
+        report, mu, S = self._diagonal_report, self.mu_, self.Sigma_
+        return [report(mu, S, yv, o) for yv, o in zip(labels, out, strict=True)]
+
+    def _diagonal_report(
+        self, mu: np.ndarray, S: np.ndarray, y: float, out: list[float]
+    ) -> StepReport:
+        """BinaryClassifier._learn's bookkeeping for a compiled diagonal step: ``out`` =
+        (m, v, alpha, beta, updated, sigma_trace, sigma_min_diag) of arow_diag_row."""
+        m, v, alpha, beta, updated, trace, low = out
+        self.mu_, self.Sigma_ = mu, S
+        update = {"update": updated, "variance": v, "alpha": alpha, "beta": beta}
+        return self._finish_step(y, m, {**update, "sigma_trace": trace, "sigma_min_diag": low})
 
     def _sigma_gauges(self, cov: np.ndarray) -> dict[str, float]:
         diag = cov.diagonal(axis1=-2, axis2=-1) if self._mode == "full" else cov
@@ -310,8 +387,21 @@ class AROW(GaussianCalibrated):
         assert self.classes is not None
         return {str(c): float(v) for c, v in zip(self.classes, s, strict=True)}
 
+    def _diagonal_kernels(self) -> Any:
+        """The compiled kernels for a binary diagonal AROW, else None (numpy code)."""
+        if self._index is not None or self._mode == "full":
+            return None
+        return _accel.get()
+
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
         if self._index is None:
+            k = self._diagonal_kernels()
+            if k is not None:
+                mu, S, out = self.mu_.copy(), self.Sigma_.copy(), np.empty(7)
+                k.arow_diag_row(
+                    mu, S, x, y, self.r, self._mode == "prec", self.update_covariance, out
+                )
+                return self._diagonal_report(mu, S, y, out.tolist())
             return super()._learn(x, y, hint)
         assert self.classes is not None
         s = self.mu_ @ x
@@ -449,9 +539,22 @@ class AROWRegressor(Learner):
         return readonly(self.mu_)
 
     def _predict(self, x: np.ndarray, hint: float | None) -> Prediction:
+        k = self._diagonal_kernels()
+        if k is not None:  # learn's y_hat, summed as the compiled step sums it
+            return Prediction(float(k.dot(self.mu_, x)))
         return Prediction(float(self.mu_ @ x))
 
+    def _diagonal_kernels(self) -> Any:
+        return None if self._mode == "full" else _accel.get()
+
     def _learn(self, x: np.ndarray, y: Any, hint: float | None) -> StepReport:
+        k = self._diagonal_kernels()
+        if k is not None:  # one compiled step (learners/_kernels.py arow_reg_diag_row)
+            mu, S, out = self.mu_.copy(), self.Sigma_.copy(), np.empty(4)
+            k.arow_reg_diag_row(mu, S, x, y, self.r, self.epsilon, self._mode == "prec", out)
+            self.mu_, self.Sigma_ = mu, S
+            self.t_ += 1
+            return self._diagonal_report(*out.tolist())
         y_hat = float(self.mu_ @ x)
         e = y - y_hat
         sx = covariance_times(self.Sigma_, x)
@@ -471,6 +574,32 @@ class AROWRegressor(Learner):
                 "predictive_variance": v + self.r,
                 "update": float(updated),
             },
+        )
+
+    def learn_many(
+        self, X: Any, y: Sequence[Any], *, hints: Sequence[float | None] | None = None
+    ) -> Sequence[StepReport]:
+        """``learn`` on each row in order; a diagonal form on the compiled path runs the
+        batch in one call (``arow_reg_diag_many``: the compiled ``learn``'s row kernel per
+        row, so the loop bit for bit)."""
+        k = self._diagonal_kernels()
+        if k is None:
+            return super().learn_many(X, y, hints=hints)
+        eps, prec = self.epsilon, self._mode == "prec"
+        labels, out = _diagonal_batch(
+            self, X, y, hints, 4,
+            lambda mu, S, M, ys, o: k.arow_reg_diag_many(mu, S, M, ys, self.r, eps, prec, o),
+        )  # fmt: skip
+        self.t_ += len(labels)
+        report = self._diagonal_report
+        return [report(*o) for o in out]
+
+    def _diagonal_report(self, y_hat: float, e: float, v: float, updated: float) -> StepReport:
+        """_learn's report from a compiled step's (y_hat, e, v, updated)."""
+        return make_report(
+            y_hat,
+            e * e,
+            {"variance": v, "predictive_variance": v + self.r, "update": updated},
         )
 
     @classmethod

@@ -16,12 +16,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from learners import _accel
 from learners._constraints import Boolean, Constraint, Interval, NoneOr, Options
 from learners.base import BatchInterrupted, Learner, Prediction, StateSize, StepReport
 from learners.quantification import estimators as est
 from learners.quantification import nested
 
 _LABELS = {1: 1, -1: -1, 0: -1}
+#: nested.py's inner-function codes as the compiled kernels' (learners/_kernels.py BA ...)
+_INNER_CODE = {"ba": 0, "logpos": 1, "logneg": 2, "nss": 3, "negkld": 4}
 
 
 def check_binary_label(y: Any, *, allow_none: bool) -> int | None:
@@ -382,7 +385,15 @@ class _Quantifier(Learner):
         rho[0], rho[1], z[0], z[1] = r1, r2, z1, z2
         al[0], al[1], be[0], be[1], ga[0], ga[1] = a1, a2, b1, b2, g1, g2
 
+    def _gamma_code(self) -> tuple[int, float]:  # pragma: no cover - abstract
+        """The compiled kernels' gamma kind (learners/_kernels.py PSI_Q ...) and its
+        parameter, for the measure ``_gamma`` computes."""
+        raise NotImplementedError
+
     def _nemsis_step(self, xb: np.ndarray, y: int) -> dict[str, float]:
+        k = _accel.get()
+        if k is not None:
+            return self._nemsis_step_compiled(k, xb, y)
         p = self._prior()
         n = 1.0 - p
         w = self.w_
@@ -435,6 +446,43 @@ class _Quantifier(Learner):
         qb1, qb2 = sq1 / norm, sq2 / norm
         # step 8: rho = clip(r_bar, 0, 1) [EXT guard, §8 item 4]
         self._set_duals(min(1.0, max(0.0, rb1)), min(1.0, max(0.0, rb2)), (qb1, qb2))
+        return {"eta": eta, "c": c, "tpr_bar": rb1, "tnr_bar": rb2}
+
+    def _nemsis_step_compiled(self, k: Any, xb: np.ndarray, y: int) -> dict[str, float]:
+        """_nemsis_step in one compiled call (learners/_kernels.py ``nemsis_step``): the
+        same operations, w.x and w.w summed in index order."""
+        p = self._prior()
+        gkind, par = self._gamma_code()
+        c1, c2 = self._inner_codes()
+        cfg = (
+            p,
+            self._eps(),
+            nested.kappa_value(p, self.kappa),
+            float(self.eta0),
+            float(self.radius),
+            self._decay(),
+            float(self._half_life()),
+            float(self.t_),
+            float(self.weight_),
+            float(par),
+        )
+        codes = (
+            _INNER_CODE[c1],
+            _INNER_CODE[c2],
+            gkind,
+            int(self.reward == "logistic"),
+            int(self.ns),
+        )
+        w2, out = np.empty_like(self.w_), np.empty(7)
+        k.nemsis_step(
+            self.w_, self.w_sum_, xb, float(y), cfg, codes, self.sum_r_, self.sum_q_,
+            self.rho_, self.z_, self.dual_alpha_, self.dual_beta_, self.dual_gamma_, w2, out,
+        )  # fmt: skip
+        eta, c, rb1, rb2, t, weight, moved = out.tolist()
+        if moved:
+            self.w_ = w2
+        self.t_ = int(t)
+        self.weight_ = weight
         return {"eta": eta, "c": c, "tpr_bar": rb1, "tnr_bar": rb2}
 
     def _nemsis_average(self) -> np.ndarray:

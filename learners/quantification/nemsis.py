@@ -185,6 +185,12 @@ class NEMSIS(_Quantifier):
             return nested.psi_q_grad(max(q1, 1e-6), max(q2, 1e-6), self.beta)
         return nested.linear_weights(self.measure, p, eps, self.C)
 
+    def _gamma_code(self) -> tuple[int, float]:
+        # learners/_kernels.py PSI_Q, LIN_NEGKLD, LIN_BAKLD
+        if self.measure == "q":
+            return 0, float(self.beta)
+        return (1, 0.0) if self.measure == "negkld" else (2, float(self.C))
+
     def _decay(self) -> float:
         return 1.0 if self.half_life is None else 0.5 ** (1.0 / self.half_life)
 

@@ -229,6 +229,9 @@ class SCAN(_Quantifier):
     def _gamma(self, q1: float, q2: float, p: float, eps: float) -> tuple[float, float]:
         return 1.0, float(self.level_)  # Psi_v(x, y) = x + v y is linear
 
+    def _gamma_code(self) -> tuple[int, float]:
+        return 3, float(self.level_)  # learners/_kernels.py LIN_LEVEL: (1, v)
+
     def _served(self) -> np.ndarray:
         if self.epoch_ == 0 and self.phase_ == 0:
             return self._nemsis_average()
