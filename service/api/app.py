@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -37,6 +36,7 @@ from service.api.serving import ModelCache, SpecMemo
 from service.config import Settings, get_settings
 from service.dashboard.router import router as dashboard_router
 from service.docs_ui.router import router as docs_router
+from service.gc_tuning import freeze_startup_objects
 from service.store.connect import redis_client
 from service.store.keys import Keys
 
@@ -61,22 +61,6 @@ class LifespanState(TypedDict):
     producer: LazyProducer
     cache: ModelCache
     specs: SpecMemo
-
-
-_startup_frozen = False
-
-
-def freeze_startup_objects() -> None:
-    """Move the objects alive after start-up (modules, the app, schemas: ~95k) out of the
-    garbage collector's reach, once per process (``gc.freeze``). A full collection over them
-    took ~40 ms here, a pause that every request in flight waits for: it set the predict
-    route's p99. Later full collections scan only objects made since. Garbage is collected
-    first, so nothing collectable is kept."""
-    global _startup_frozen
-    if not _startup_frozen:
-        _startup_frozen = True
-        gc.collect()
-        gc.freeze()
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import Protocol
 
+import learners
 from clients.wire import FRAME_MAGIC
 from service.config import Settings
 from service.store.checkpoints import Stamp
@@ -540,6 +541,10 @@ async def run_worker(
         w.stopped_at = w.clock()
 
     stop_watch = asyncio.ensure_future(note_stop())
+    doing("loading the compiled kernels")
+    # before joining the group, not on the first learned event: numba's import would stall
+    # the first batch (and the group) for about half a second
+    await asyncio.to_thread(learners.load_kernels)
     doing("connecting to the broker")
     await log.start()
     try:
