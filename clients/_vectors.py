@@ -110,6 +110,22 @@ def as_matrix(X: Any) -> list[Vector]:
     return out
 
 
+def numeric_block(X: Any) -> Any:
+    """``X`` as a 2-d numeric numpy array when it is one already (a numpy array of
+    numbers, or a pandas DataFrame whose columns are not names): what the binary predict
+    body carries (docs/events.md §7). None for anything else (lists, named columns,
+    objects), which goes as JSON. numpy is not imported: an array is recognised by its
+    attributes."""
+    if hasattr(X, "columns") and hasattr(X, "to_numpy"):
+        if _names(X.columns) is not None:
+            return None  # named columns: JSON objects {name: value}
+        X = X.to_numpy()
+    dtype = getattr(X, "dtype", None)
+    if getattr(X, "ndim", None) != 2 or getattr(dtype, "kind", None) not in ("f", "i", "u"):
+        return None
+    return X if X.shape[0] > 0 and X.shape[1] > 0 else None
+
+
 def as_label(y: Any) -> float | int | None:
     """A label as JSON: None stays None, booleans map to +1/-1, integral values to int."""
     if y is None:

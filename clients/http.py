@@ -29,7 +29,8 @@ from typing import Any, Concatenate, ParamSpec, TypeAlias, TypeVar
 import httpx
 
 from clients import figures as _figures
-from clients._vectors import as_label, as_labels, as_matrix, as_vector
+from clients import wire
+from clients._vectors import as_label, as_labels, as_matrix, as_vector, numeric_block
 from clients.errors import (
     ConnectionFailedError,
     NotFoundError,
@@ -99,6 +100,7 @@ class _Call:
     idempotent: bool = True
     raw: bool = False  # return the httpx.Response instead of raising on non-2xx
     headers: dict[str, str] | None = None  # per call, e.g. the Idempotency-Key
+    content: bytes | None = None  # a binary body (instead of ``json``), with its Content-Type
 
 
 @dataclass(frozen=True)
@@ -294,16 +296,33 @@ class _Ops:
         )
 
     def predict_batch(
-        self, model: str, X: Any, *, hints: list[float | None] | None = None
+        self,
+        model: str,
+        X: Any,
+        *,
+        hints: list[float | None] | None = None,
+        binary: bool | None = None,
     ) -> Op[PredictResponse]:
-        """``POST /v1/models/{id}/predict`` with ``{"instances": [...]}``: a 2-d array, rows
-        or dicts, or a DataFrame (named by its columns when they are strings)."""
+        """``POST /v1/models/{id}/predict`` for a batch: a 2-d array, rows or dicts, or a
+        DataFrame (named by its columns when they are strings).
+
+        A numeric numpy array, or a DataFrame with unnamed columns, goes as the binary
+        batch body (docs/events.md §7: the rows as one float64 block, no JSON to write or
+        to parse); anything else as JSON ``{"instances": [...]}``. ``binary`` True or
+        False forces one of them (True needs numbers only, no names). The answer is the
+        same either way.
+        """
+        path = f"/v1/models/{_quote(model)}/predict"
+        block = numeric_block(X) if binary is None else (X if binary else None)
+        if block is not None:
+            content = wire.encode_predict_batch(block, hints)
+            headers = {"Content-Type": wire.PREDICT_CONTENT_TYPE}
+            call = _Call("POST", path, content=content, headers=headers)
+            return self._run(call, PredictResponse.from_json)
         body: dict[str, Any] = {"instances": as_matrix(X)}
         if hints is not None:
             body["hints"] = list(hints)
-        return self._run(
-            _Call("POST", f"/v1/models/{_quote(model)}/predict", body), PredictResponse.from_json
-        )
+        return self._run(_Call("POST", path, body), PredictResponse.from_json)
 
     # --- events and labels ----------------------------------------------------------------
     def send_events(
@@ -674,7 +693,11 @@ class Client(_Face):
                 continue
             try:
                 reply = self._http.request(
-                    step.method, step.path, json=step.json, headers=step.headers
+                    step.method,
+                    step.path,
+                    json=step.json,
+                    content=step.content,
+                    headers=step.headers,
                 )
             except httpx.TransportError as exc:
                 reply = exc
@@ -758,7 +781,11 @@ class AsyncClient(_Face):
                 continue
             try:
                 reply = await self._http.request(
-                    step.method, step.path, json=step.json, headers=step.headers
+                    step.method,
+                    step.path,
+                    json=step.json,
+                    content=step.content,
+                    headers=step.headers,
                 )
             except httpx.TransportError as exc:
                 reply = exc

@@ -26,6 +26,7 @@ b'{"model":"m","id":"r1","type":"rollback","version":3,"ts":0.0}'
 from __future__ import annotations
 
 import json
+import math
 import struct
 import time
 from collections.abc import Mapping, Sequence
@@ -264,3 +265,45 @@ def encode_frame(
             row_flags.tobytes(),
         )
     )
+
+
+# ---- binary predict batches (docs/events.md §7) --------------------------------------------
+# The body of ``POST /v1/models/{id}/predict`` for a batch with no JSON cost: a 16-byte header,
+# then the n x d float64 block and, optionally, n float64 hints; little-endian, 8-aligned.
+PREDICT_CONTENT_TYPE = "application/vnd.onlinepredict.batch"
+PREDICT_MAGIC = b"\x93OPB"  # 0x93 like the frame's (§6): never the start of a JSON body
+PREDICT_VERSION = 1
+PREDICT_HEADER = struct.Struct("<4sBBHII")  # magic, version, flags, reserved (0), n, d
+PREDICT_HINTS = 0x01  # header flags: the hints block is present (NaN: that row has none)
+
+
+def encode_predict_batch(X: Any, hints: Sequence[float | None] | None = None) -> bytes:
+    """The binary body of a predict batch (docs/events.md §7): ``X`` any 2-d float
+    array-like (n x d); ``hints`` None, or one entry per row (None: no hint). Raises
+    ``ValueError`` for a shape the server would refuse, or a NaN/inf value (as the JSON
+    body's encoder does).
+
+    >>> body = encode_predict_batch([[1.0, 2.0], [3.0, 4.0]], hints=[None, 0.5])
+    >>> body[:4], len(body)
+    (b'\\x93OPB', 64)
+    """
+    import numpy as np  # only binary producers pay for numpy
+
+    arr = np.ascontiguousarray(np.asarray(X, dtype="<f8"))
+    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ValueError(f"X must be a non-empty 2-d array (n x d), got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError("X contains NaN or inf: the server refuses non-finite values")
+    n, d = arr.shape
+    flags = 0
+    blocks = [arr.tobytes()]
+    if hints is not None:
+        h = [math.nan if v is None else float(v) for v in hints]
+        if len(h) != n:
+            raise ValueError(f"got {len(h)} hints for {n} rows")
+        if any(math.isinf(v) for v in h):
+            raise ValueError("hints must be finite (None for no hint)")
+        if not all(map(math.isnan, h)):
+            flags |= PREDICT_HINTS
+            blocks.append(np.asarray(h, dtype="<f8").tobytes())
+    return PREDICT_HEADER.pack(PREDICT_MAGIC, PREDICT_VERSION, flags, 0, n, d) + b"".join(blocks)

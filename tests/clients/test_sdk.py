@@ -28,7 +28,8 @@ from clients.errors import (
     error_for_status,
 )
 from clients.figures import ensemble_weights, model_entry, summarize
-from clients.http import RetryPolicy
+from clients.http import RetryPolicy, _Ops
+from clients.wire import PREDICT_CONTENT_TYPE, encode_predict_batch
 from tests.clients._client_support import free_port
 
 FAST_RETRY = RetryPolicy(attempts=3, backoff=0.01, max_backoff=0.05)
@@ -130,6 +131,40 @@ def test_predict_accepts_numpy_and_pandas(api: Client, pa_model: str) -> None:
     assert len({p.prediction_id for p in batch.predictions}) == 2
     series = api.predict(pa_model, frame.iloc[0])
     assert isinstance(series.value, float)
+
+
+def _first_call(X: Any, **kw: Any) -> Any:
+    """The request ``predict_batch`` would send first (the operation does no I/O)."""
+    return next(_Ops("http://x", RetryPolicy()).predict_batch("m", X, **kw))
+
+
+def test_numpy_batches_go_as_the_binary_body() -> None:
+    """A numeric array, or a DataFrame with unnamed columns, is sent as the binary batch
+    body (docs/events.md §7); lists and named columns as JSON; ``binary`` forces either."""
+    X = np.array([[1.0, 0.0, -1.0], [0.0, 2.0, 5.0]])  # integral: the int64 copy is equal
+    for given in (X, X.astype(np.int64), pd.DataFrame(X)):
+        call = _first_call(given, hints=[None, 0.5])
+        assert call.json is None and call.content == encode_predict_batch(X, [None, 0.5])
+        assert call.headers == {"Content-Type": PREDICT_CONTENT_TYPE}
+    for given in (X.tolist(), pd.DataFrame(X, columns=["a", "b", "c"])):
+        assert _first_call(given).content is None
+    assert _first_call(X, binary=False).json == {"instances": X.tolist()}
+    assert _first_call(X.tolist(), binary=True).content == encode_predict_batch(X)
+    with pytest.raises(ValueError, match="NaN"):
+        _first_call(np.array([[1.0, np.nan, 0.0]]))  # refused before sending, as for JSON
+
+
+def test_a_binary_batch_predicts_as_the_json_batch(api: Client, pa_model: str) -> None:
+    X = np.random.default_rng(4).normal(size=(20, 3))
+    hints = [None if i % 3 else 0.25 * i for i in range(20)]
+    binary = api.predict_batch(pa_model, X, hints=hints)
+    as_json = api.predict_batch(pa_model, X.tolist(), hints=hints)
+    assert binary.values == as_json.values and len(binary.values) == 20
+    assert binary.model_version == as_json.model_version
+    assert len({p.prediction_id for p in binary.predictions}) == 20
+    with pytest.raises(ValidationError) as exc:
+        api.predict_batch(pa_model, np.zeros((2, 4)))
+    assert exc.value.status == 422 and "dimension 3" in exc.value.message
 
 
 def test_classifier_predictions_carry_class_probabilities(api: Client, pa_model: str) -> None:

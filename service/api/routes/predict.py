@@ -11,6 +11,10 @@ This is the API's hot path, kept lean after profiling (``benchmarks/predict.py``
   type, dependency overrides) goes through the ordinary FastAPI handler below, so every
   error keeps its status, shape and message, and the OpenAPI schema still documents
   ``PredictRequest``/``PredictResponse``;
+* a batch may come as a binary body instead (``application/vnd.onlinepredict.batch``,
+  docs/events.md §7: the n x d float64 block after a 16-byte header), read by
+  ``service.api.batch_body`` as one numpy view: no JSON to parse or to prove plain, and
+  served exactly as the same rows sent as ``instances``;
 * one Redis round trip (``RedisAccess.store_checked_predictions`` over the pipelined
   connection of ``service.api.redis_pipe``): the checkpoint version is read and the
   predictions are stored in one script, provided the stored spec is the one this process
@@ -26,7 +30,7 @@ import math
 import os
 from collections.abc import Sequence
 from itertools import chain
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -35,8 +39,10 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Message, Receive, Scope, Send
 
+from clients.wire import PREDICT_CONTENT_TYPE
 from learners import Prediction
 from learners.base import Unanswerable
+from service.api.batch_body import decode_predict_batch
 from service.api.deps import CacheDep, ModelIdPath, get_model
 from service.api.errors import InvalidInput
 from service.api.redis_access import RedisAccess
@@ -247,11 +253,14 @@ def _plain_rows(
     return rows, out, "instances"
 
 
-def _is_json(content_type: str | None) -> bool:
+def _is_media(content_type: str | None, media: str) -> bool:
     if content_type is None:
         return False
-    media = content_type.split(";", 1)[0].strip().lower()
-    return media == "application/json"
+    return content_type.split(";", 1)[0].strip().lower() == media
+
+
+def _is_json(content_type: str | None) -> bool:
+    return _is_media(content_type, "application/json")
 
 
 class PredictRoute(APIRoute):
@@ -261,10 +270,16 @@ class PredictRoute(APIRoute):
     the fast path propagate to the application's exception handlers, as FastAPI's do."""
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] != "POST" or scope["app"].dependency_overrides:
+        if scope["method"] != "POST":
             await super().handle(scope, receive, send)
             return
         request = Request(scope, receive, send)
+        if _is_media(request.headers.get("content-type"), PREDICT_CONTENT_TYPE):
+            await self._handle_binary(request, scope, receive, send)
+            return
+        if scope["app"].dependency_overrides:
+            await super().handle(scope, receive, send)
+            return
         body = await request.body()
         parsed = _plain_request(request, body)
         if parsed is None:
@@ -276,6 +291,36 @@ class PredictRoute(APIRoute):
         cache = request.state.cache
         response = await serve_predictions(request, model_id, rows, hints, what, cache, X)
         await response(scope, receive, send)
+
+    async def _handle_binary(
+        self, request: Request, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """A binary batch body (docs/events.md §7): the rows as one float64 block, checked
+        by ``decode_predict_batch`` (422 for any fault), then served as the same rows sent as
+        JSON ``instances``. With dependency overrides (tests), it is handed to FastAPI's
+        handler as that JSON body, so the overrides apply as for JSON."""
+        body = await request.body()
+        overridden = bool(scope["app"].dependency_overrides)
+        if not overridden:  # (with overrides FastAPI's handler checks the key)
+            await check_read_key(request)  # a 401 before any word about the body, as for JSON
+        X, hints = decode_predict_batch(body, request.app.state.settings.max_batch)
+        if overridden:
+            as_json = orjson.dumps({"instances": X.tolist(), "hints": hints})
+            await super().handle(_as_json_scope(scope), _replay(as_json, receive), send)
+            return
+        model_id = scope["path_params"]["model_id"]
+        rows = cast(Sequence[Sequence[float]], X)  # an (n, d) array reads as its rows
+        response = await serve_predictions(
+            request, model_id, rows, hints, "instances", request.state.cache, X
+        )
+        await response(scope, receive, send)
+
+
+def _as_json_scope(scope: Scope) -> Scope:
+    """``scope`` with its body declared JSON (no Content-Length: the body is a new one)."""
+    drop = (b"content-type", b"content-length")
+    headers = [(k, v) for k, v in scope["headers"] if k.lower() not in drop]
+    return {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
 
 
 def _plain_request(
@@ -319,18 +364,34 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 router = APIRouter(prefix="/v1/models", tags=["predict"], route_class=PredictRoute)
 
+BINARY_BATCH_DOC = {
+    "schema": {"type": "string", "format": "binary"},
+    "description": (
+        "A batch as one float64 block (docs/events.md §7): header '<4sBBHII' (magic"
+        " b'\\x93OPB', version 1, flags bit 0 = hints block, reserved 0, n, d), then"
+        " X (n x d, row-major), then n hints when flags bit 0 (NaN = no hint); little-endian."
+    ),
+}
+
 
 @router.post(
     "/{model_id}/predict",
     response_model=PredictResponse,
     dependencies=[ReadKey],
     responses=errors(401, 404, 413, 422, 503),
+    openapi_extra={"requestBody": {"content": {PREDICT_CONTENT_TYPE: BINARY_BATCH_DOC}}},
 )
 async def predict(
     model_id: ModelIdPath, body: PredictRequest, request: Request, cache: CacheDep
 ) -> Response:
     """Predict for one vector (`x`) or a batch (`instances`) with the serving version; a
-    vector may be an object `{name: value}` for a model with `features`."""
+    vector may be an object `{name: value}` for a model with `features`.
+
+    A batch may also come as a binary body, `Content-Type:
+    application/vnd.onlinepredict.batch` (docs/events.md §7): a 16-byte header (magic
+    `93 4F 50 42`, version 1, flags, n, d), then the n x d float64 rows, little-endian,
+    and optionally n float64 hints (NaN: none). The same checks (422 for any malformed
+    body), the same storage for labels, the same JSON answer as `instances`."""
     given, hints = body.rows()
     what = "x" if body.x is not None else "instances"
     rows: Sequence[Sequence[float]] = given  # type: ignore[assignment]
