@@ -4,10 +4,11 @@ without dependencies:
 * ``POST /v1/models/{id}/predict``: the same path and method, no body parsing, a constant
   answer (the floor of any FastAPI route);
 * ``POST /minimal/v1/models/{id}/predict``: the minimal equivalent of a prediction (issue 18):
-  parse the JSON body, one numpy matrix-vector product over ``x`` or ``instances``, answer
-  values and prediction ids with orjson. No spec check, no storage of the rows for their
-  labels, no checkpoint version read: what the predict route does beyond it is the cost
-  of the service.
+  parse the JSON body (or, for a binary batch body, docs/events.md §7, take its float64
+  block as one numpy view, unchecked), one numpy matrix-vector product over ``x`` or
+  ``instances``, answer values and prediction ids with orjson. No spec check, no storage
+  of the rows for their labels, no checkpoint version read: what the predict route does
+  beyond it is the cost of the service.
 
     uvicorn benchmarks._bench_bare:app   (run from the repository root)
 """
@@ -19,6 +20,8 @@ import os
 import numpy as np
 import orjson
 from fastapi import FastAPI, Request, Response
+
+from clients.wire import PREDICT_CONTENT_TYPE, PREDICT_HEADER
 
 app = FastAPI()
 
@@ -33,13 +36,16 @@ async def predict(model_id: str) -> dict[str, object]:
 
 @app.post("/minimal/v1/models/{model_id}/predict")
 async def predict_minimal(model_id: str, request: Request) -> Response:
-    body = orjson.loads(await request.body())
-    X = np.array(body["instances"] if "instances" in body else [body["x"]], dtype=np.float64)
+    raw = await request.body()
+    if request.headers.get("content-type") == PREDICT_CONTENT_TYPE:
+        n, d = PREDICT_HEADER.unpack_from(raw)[4:]
+        X = np.frombuffer(raw, "<f8", n * d, PREDICT_HEADER.size).reshape(n, d)
+    else:
+        body = orjson.loads(raw)
+        X = np.array(body["instances"] if "instances" in body else [body["x"]], dtype=np.float64)
     values = (X @ W).tolist()
     ids = os.urandom(16 * len(values)).hex()
-    out = [
-        {"value": v, "prediction_id": ids[32 * i : 32 * (i + 1)]} for i, v in enumerate(values)
-    ]
+    out = [{"value": v, "prediction_id": ids[32 * i : 32 * (i + 1)]} for i, v in enumerate(values)]
     return Response(
         orjson.dumps({"predictions": out, "model_version": 1}), media_type="application/json"
     )
