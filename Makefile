@@ -37,7 +37,7 @@ system-deps: $(SYSTEM_STAMP)
 test: $(STAMP) $(SYSTEM_STAMP)
 	$(BIN)/ruff check learners service clients tests benchmarks examples deploy
 	$(BIN)/mypy learners service clients
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 ## Learners only: no broker, no Redis.
 test-fast: $(STAMP)

@@ -119,7 +119,14 @@ def test_a_master_failover_that_loses_writes_is_relearned_exactly_once(
     t0 = time.monotonic()
     try:
         while True:
-            assert time.monotonic() - t0 < DEADLINE_S, f"no convergence: {deaths} {failover}"
+            if time.monotonic() - t0 >= DEADLINE_S:  # say where it stood (a CI run hung here)
+                now = progress()
+                behind = now and {m: (now[m], expected[m]) for m in now if now[m] != expected[m]}
+                alive = [w.alive() for w in workers]
+                raise AssertionError(
+                    f"no convergence: {deaths} {failover}; all produced: {produced.is_set()};"
+                    f" workers alive: {alive}; (handled, expected) of models behind: {behind}"
+                )
             for w in workers:
                 if not w.alive():
                     deaths.append(f"{w.name}: fault")
