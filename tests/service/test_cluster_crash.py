@@ -53,13 +53,35 @@ FAULTS = {("w0", 0): "after_learn=0.004", ("w1", 0): "after_state_write=0.2"}
 
 
 def _versions(node: Any, keys: Keys, models: list[str]) -> dict[str, int]:
-    """Each model's checkpoint version as this node (a master) holds it."""
-    with node.client() as c:
-        return {m: int(c.hget(keys.state(m), "version") or 0) for m in models}
+    """Each model's checkpoint version as this node holds it (a replica too: ``READONLY``
+    on the pipeline's one connection lets it answer for its master's slots)."""
+    with node.client() as c, c.pipeline(transaction=False) as pipe:
+        pipe.execute_command("READONLY")
+        for m in models:
+            pipe.hget(keys.state(m), "version")
+        _, *versions = pipe.execute()
+    return {m: int(v or 0) for m, v in zip(models, versions, strict=True)}
 
 
 def _moved(before: dict[str, int], after: dict[str, int]) -> int:
     return sum(after[m] != before[m] for m in before)
+
+
+def _what_became_of(r: Any, keys: Keys, models: dict[str, Any], workers: list[Any]) -> str:
+    """For a run that did not converge: each model's stored checkpoint fields (not its
+    blobs) and every worker log line that names it."""
+    out = []
+    for m in models:
+        try:
+            h = r.hgetall(keys.state(m))
+        except RedisError as exc:
+            h = {b"unreadable": str(exc).encode()}
+        fields = {k.decode(): v[:80] for k, v in h.items() if k not in (b"state", b"stats")}
+        out.append(f"\n{m} stored: {fields}")
+        for w in workers:
+            out += [f"\n  {w.name}: {line[:300]}" for line in w.log_text().splitlines()
+                    if repr(m) in line or f"{m}:" in line]  # fmt: skip
+    return "".join(out)
 
 
 def test_a_master_failover_that_loses_writes_is_relearned_exactly_once(
@@ -126,6 +148,7 @@ def test_a_master_failover_that_loses_writes_is_relearned_exactly_once(
                 raise AssertionError(
                     f"no convergence: {deaths} {failover}; all produced: {produced.is_set()};"
                     f" workers alive: {alive}; (handled, expected) of models behind: {behind}"
+                    + _what_became_of(r, keys, behind or {}, workers)
                 )
             for w in workers:
                 if not w.alive():
@@ -145,7 +168,11 @@ def test_a_master_failover_that_loses_writes_is_relearned_exactly_once(
                 # more writes, then kill it; the promoted replica lacks those writes
                 port, models = max(shards.items(), key=lambda kv: len(kv[1]))
                 master = next(n for n in cluster.nodes if n.port == port)
-                cluster.cut_replication(master)
+                (replica,) = cluster.cut_replication(master)
+                # what the replica holds now is what it will serve once promoted: read it
+                # here, as after the promotion the workers may already have written again
+                # (Redis issues a lost version's number again)
+                kept = _versions(replica, keys, models)
                 at_cut = _versions(master, keys, models)
                 t1 = time.monotonic()
                 while _moved(at_cut, _versions(master, keys, models)) < LOST_AT_LEAST:
@@ -153,7 +180,7 @@ def test_a_master_failover_that_loses_writes_is_relearned_exactly_once(
                     time.sleep(0.05)
                 written = _versions(master, keys, models)
                 killed, promoted = cluster.kill_master_of(keys.state(models[0]))
-                kept = _versions(promoted, keys, models)
+                assert promoted.port == replica.port, (promoted, replica)
                 lost = {m: written[m] - kept[m] for m in models if written[m] > kept[m]}
                 failover = f"master {killed.port} -> {promoted.port}"
             if produced.is_set() and now == expected:
