@@ -75,7 +75,7 @@ class RunningStats:
         kept (``update`` overwrites them every step)."""
         if not reports:
             return
-        if any(y is None for y in ys):
+        if None in ys:  # labels are numbers, booleans or None: == finds only None
             for x, y, r in zip(X, ys, reports, strict=True):
                 self.update(x, y, r.prediction, r.loss, r.diagnostics)
             return

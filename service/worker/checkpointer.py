@@ -39,6 +39,12 @@ class Checkpointer:
         self.handled[tp] = rec
         self.pending += 1
 
+    def note_run(self, tp: TopicPartition, last: Record, n: int) -> None:
+        """``note`` of ``n`` records of ``tp`` in a row, ``last`` the last of them."""
+        self.offsets[tp] = last.offset + 1
+        self.handled[tp] = last
+        self.pending += n
+
     def expired(self) -> bool:
         """After ``commit_every`` events (a frame counts its rows) or ``commit_interval_s``
         seconds with work."""

@@ -15,7 +15,8 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from bisect import bisect_left
+from collections.abc import Awaitable, Callable, Sequence
 from time import perf_counter
 from typing import Protocol
 
@@ -125,16 +126,15 @@ async def process_batch(w: Worker, batch: Batch) -> None:
     frame (docs/events.md §6) is a block already: handled alone too, its rows as events.
     """
     next_offset = w.assignment.next_offset
-    decoded: list[tuple[TopicPartition, Record, Event | Frame | InvalidEvent]] = []
+    runs: list[tuple[TopicPartition, Sequence[Record], list[Event | Frame | InvalidEvent]]] = []
     wanted: set[str] = set()
+    models = w.models
     for tp, records in batch.items():
-        floor = next_offset.get(tp, 0)
-        for rec in records:
-            if rec.offset < floor:  # a repeat, or the client fell off a log cut under it
-                w.stats.redelivered += 1
-                w.checkpoint.suspect.add(tp)
-                continue
-            floor = next_offset[tp] = rec.offset + 1
+        kept = _unseen(w, tp, records)
+        if not kept:
+            continue
+        evs: list[Event | Frame | InvalidEvent] = []
+        for rec in kept:
             try:
                 value = rec.value
                 ev: Event | Frame | InvalidEvent = (
@@ -148,41 +148,81 @@ async def process_batch(w: Worker, batch: Batch) -> None:
                 # count it against the model only when it sits on that model's partition
                 own = exc.model is not None and rec.key == exc.model.encode()
                 model = exc.model if own else None
-            if model is not None and model not in w.models:
+            if model is not None and model not in models:
                 wanted.add(model)
-            decoded.append((tp, rec, ev))
+            evs.append(ev)
+        runs.append((tp, kept, evs))
     failed: dict[str, str] = {}
     if wanted:
         loaded, failed = await load_models(
             w.store, sorted(wanted), seen_keep=w.settings.seen_ids_keep
         )
-        w.models.update(loaded)
-    gathered: dict[str, list[tuple[Event, int, int]]] = {}  # model -> its examples, in order
-    by_offset: dict[tuple[int, int], Record] = {}  # (partition, offset) -> record
-    current: TopicPartition | None = None
-    cut: set[TopicPartition] = set()  # found changed under the worker: restored after
-    for tp, rec, ev in decoded:
-        if rec.offset >= next_offset.get(tp, 0) or tp in cut:
-            continue  # sought back below this record (a rollback): it is delivered again
-        if _not_its_stamp(w, tp, rec, ev):
-            await _learn_gathered(w, gathered, by_offset)
-            w.checkpoint.log_changed(tp, rec.offset)
-            cut.add(tp)
-            continue
-        if tp != current:  # one partition at a time: a group never spans two
-            await _learn_gathered(w, gathered, by_offset)
-            current = tp
-        if type(ev) is Event and ev.type == "example" and ev.model in w.models:
-            gathered.setdefault(ev.model, []).append((ev, tp.partition, rec.offset))
-            by_offset[tp.partition, rec.offset] = rec
-        elif isinstance(ev, Frame):  # a block already: learned alone, in its log position
-            await _learn_gathered(w, gathered, by_offset)
-            await _apply_frame(w, tp, rec, ev, failed)
+        models.update(loaded)
+    note = w.checkpoint.note
+    for tp, recs, evs in runs:  # one partition each: a group never spans two
+        p = tp.partition
+        floor = next_offset.get(tp, 0)
+        gathered: dict[str, list[tuple[Event, int, int]]] = {}  # model -> its examples
+        noted = recs[0]  # the last gathered record not noted yet (when ``unnoted``)
+        unnoted = 0
+        for rec, ev in zip(recs, evs, strict=True):
+            off = rec.offset
+            if off >= floor:
+                continue  # sought back below this record (a rollback): it is delivered again
+            # the usual record, inline: an example of a loaded model whose stamp does not
+            # sit at this offset (so ``_not_its_stamp`` is False)
+            if (
+                type(ev) is Event
+                and ev.type == "example"
+                and (rt := models.get(ev.model)) is not None
+                and ((s := rt.stamp) is None or s.offset != off or s.partition != p)
+            ):
+                items = gathered.get(ev.model)
+                if items is None:
+                    items = gathered[ev.model] = []
+                items.append((ev, p, off))
+                noted = rec
+                unnoted += 1
+                continue
+            if unnoted:
+                w.checkpoint.note_run(tp, noted, unnoted)
+                unnoted = 0
+            if _not_its_stamp(w, tp, rec, ev):
+                await _learn_gathered(w, gathered, recs)
+                w.checkpoint.log_changed(tp, off)
+                break  # found changed under the worker: restored after
+            if type(ev) is Event and ev.type == "example" and ev.model in models:
+                gathered.setdefault(ev.model, []).append((ev, p, off))
+            elif isinstance(ev, Frame):  # a block already: learned alone, in its log position
+                await _learn_gathered(w, gathered, recs)
+                await _apply_frame(w, tp, rec, ev, failed)
+            else:
+                await _learn_gathered(w, gathered, recs)
+                await _handle(w, tp, rec, ev, failed)
+            note(tp, rec)
+            floor = next_offset.get(tp, 0)  # a rollback may have sought back
         else:
-            await _learn_gathered(w, gathered, by_offset)
-            await _handle(w, tp, rec, ev, failed)
-        w.checkpoint.note(tp, rec)
-    await _learn_gathered(w, gathered, by_offset)
+            if unnoted:
+                w.checkpoint.note_run(tp, noted, unnoted)
+            await _learn_gathered(w, gathered, recs)
+
+
+def _unseen(w: Worker, tp: TopicPartition, records: Sequence[Record]) -> list[Record]:
+    """The records of ``tp`` at or past its next offset, which moves past them; the others
+    are counted as redelivered and the partition marked suspect."""
+    next_offset = w.assignment.next_offset
+    floor = next_offset.get(tp, 0)
+    kept: list[Record] = []
+    for rec in records:
+        if rec.offset < floor:  # a repeat, or the client fell off a log cut under it
+            w.stats.redelivered += 1
+            w.checkpoint.suspect.add(tp)
+            continue
+        floor = rec.offset + 1
+        kept.append(rec)
+    if kept:
+        next_offset[tp] = floor
+    return kept
 
 
 def _not_its_stamp(
@@ -201,36 +241,47 @@ def _not_its_stamp(
     return event_id != s.event_id
 
 
+_APPLIED = (APPLIED, "")  # handle_many's outcome of an applied event
+
+
 async def _learn_gathered(
-    w: Worker,
-    gathered: dict[str, list[tuple[Event, int, int]]],
-    records: dict[tuple[int, int], Record],
+    w: Worker, gathered: dict[str, list[tuple[Event, int, int]]], records: Sequence[Record]
 ) -> None:
-    """Learn each model's gathered examples in one go, then empty ``gathered``."""
+    """Learn each model's gathered examples in one go, then empty ``gathered``.
+    ``records``: the partition's records in offset order (a rejected one is dead-lettered)."""
+    if not gathered:
+        return
     st = w.stats
     for model, items in gathered.items():
         rt = w.models[model]
         started = perf_counter()
         outcomes = rt.handle_many(items)
         elapsed = perf_counter() - started
-        applied = 0
-        for (_, partition, offset), (outcome, reason) in zip(items, outcomes, strict=True):
-            st.processed += 1
-            if outcome == APPLIED:
-                applied += 1
-            elif outcome == DUPLICATE:
-                st.duplicate += 1
-            elif outcome == SKIPPED:
-                st.skipped += 1
-            else:
-                st.rejected += 1
-                await w.deadletters.send(records[partition, offset], reason)
+        applied = outcomes.count(_APPLIED)
+        if applied == len(items):  # the usual: nothing else to count or send
+            st.processed += applied
+        else:
+            for (_, _, offset), (outcome, reason) in zip(items, outcomes, strict=True):
+                st.processed += 1
+                if outcome == APPLIED:
+                    pass
+                elif outcome == DUPLICATE:
+                    st.duplicate += 1
+                elif outcome == SKIPPED:
+                    st.skipped += 1
+                else:
+                    st.rejected += 1
+                    at = bisect_left(records, offset, key=_offset)
+                    await w.deadletters.send(records[at], reason)
         if applied:
             st.applied += applied
             w.metrics.update_histogram(rt.learner.kind).observe_many(elapsed / applied, applied)
             w.faults.hit("after_learn", applied)
     gathered.clear()
-    records.clear()
+
+
+def _offset(rec: Record) -> int:
+    return rec.offset
 
 
 async def _apply_frame(

@@ -373,7 +373,7 @@ class ModelRuntime:
         and the per-event path finds the bad event."""
         hints = [e.hint for e in todo]
         return self.learner.learn_many(
-            X, [e.y for e in todo], hints=None if all(h is None for h in hints) else hints
+            X, [e.y for e in todo], hints=None if hints.count(None) == len(hints) else hints
         )
 
     def _moved(self, last: tuple[int, int, str] | None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 
 import pytest
@@ -172,6 +173,17 @@ def test_ids_sum_is_order_independent_and_counts_multiplicity() -> None:
     assert ids_sum(["a", "b", "c"]) == ids_sum(["c", "a", "b"])
     assert ids_sum(["a", "b", "b"]) != ids_sum(["a", "b"])
     assert id_hash("a") != id_hash("b")
+
+
+def test_id_digests_are_blake2b_8_bytes_little_endian() -> None:
+    """Stored in Redis (``ids_sum``, the seen window): the values must never change."""
+    ids = ["e1", "", "é-ü", "x" * 200, "e1"]
+    want = [
+        int.from_bytes(hashlib.blake2b(i.encode(), digest_size=8).digest(), "little") for i in ids
+    ]
+    assert [id_hash(i) for i in ids] == want
+    assert layout.digests(ids).tolist() == want
+    assert id_hash("e1") == 292540415853092123
 
 
 @session_loop

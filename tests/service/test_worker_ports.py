@@ -407,6 +407,28 @@ async def test_process_batch_and_checkpoint_run_on_the_memory_ports() -> None:
     assert store.states["a"].counters.ids_sum == ids_sum(f"a{i}" for i in range(30))
 
 
+async def test_examples_a_model_refuses_are_dead_lettered_with_their_own_records() -> None:
+    """A gathered example the learner refuses (a wrong dimension) goes to the dead letters
+    as its own record, with the model's reason; the rest of its group is learned."""
+    broker = MemoryBroker({TOPIC: 2})
+    store = MemoryStore(worker_id="sim", history_keep=50, seen_keep=100)
+    store.create({"id": "a", "kind": "pa", "dim": 2, "params": {}})
+    events = [_example("a", f"a{i}", i) for i in range(12)]
+    wrong = {3, 4, 10}  # 3 and 4 in one poll, 10 in the next
+    for i in wrong:
+        events[i] = wire.encode(wire.example("a", f"a{i}", [1.0, 2.0, 3.0], 1.0, ts=0.0))
+    _produce(broker, events)
+    worker = await _start(broker, store, _settings())
+    await _run(worker, worker.log)  # type: ignore[arg-type]
+    st = worker.stats
+    assert (st.processed, st.applied, st.rejected, st.duplicate) == (12, 9, 3, 0)
+    letters = [json.loads(r.value or b"") for r in broker.records[DEAD]]
+    assert [json.loads(d["value"])["id"] for d in letters] == ["a3", "a4", "a10"]
+    assert [d["offset"] for d in letters] == [3, 4, 10]
+    assert all("model 'a' rejected the event" in d["reason"] for d in letters)
+    assert store.states["a"].counters.rejected == 3
+
+
 async def _learn_straight(events: list[tuple[bytes, bytes]], settings: Settings) -> MemoryStore:
     broker = MemoryBroker({TOPIC: 2})
     store = MemoryStore(worker_id="sim", history_keep=50, seen_keep=100)
