@@ -44,7 +44,6 @@ before its first stamp exists).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -139,14 +138,9 @@ def new_token() -> str:
     return os.urandom(8).hex()
 
 
-_BLAKE2B_8 = hashlib.blake2b(digest_size=8)
-
-
 def id_hash(event_id: str) -> int:
     """64-bit hash of an event id; summed mod 2**64 into ``ids_sum``: blake2b, 8 bytes."""
-    h = _BLAKE2B_8.copy()  # cheaper than a new hasher, the same digest
-    h.update(event_id.encode())
-    return int.from_bytes(h.digest(), "little")
+    return int.from_bytes(seen_layout.id_digest(event_id), "little")
 
 
 def ids_sum(event_ids: Iterable[str]) -> int:
