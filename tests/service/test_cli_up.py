@@ -73,10 +73,11 @@ def _stop_up(up: subprocess.Popen[bytes], sig: int) -> str:
     return out.decode(errors="replace")
 
 
-def _wait(pred, what: str) -> None:  # type: ignore[no-untyped-def]
+def _wait(pred, what: str, detail=lambda: "") -> None:  # type: ignore[no-untyped-def]
+    """Until ``pred()``; on timeout the message carries ``detail()`` (where it stood)."""
     deadline = time.monotonic() + WAIT_S
     while not pred():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}{detail()}"
         time.sleep(0.2)
 
 
@@ -270,7 +271,12 @@ def test_up_on_a_redis_cluster_serves_learns_and_stops_it(kafka_bootstrap, key_p
                 listed = http.get("/v1/models").json()["models"]
                 return [(s["status"] or {}).get("applied", 0) for s in listed]
 
-            _wait(lambda: applied() == [20] * len(models), "the workers to learn every event")
+            def stood() -> str:  # a CI run timed out here once: what each model had
+                tail = "".join(lines[-60:])
+                return f"; applied {applied()} of 20 each; up's last lines:\n{tail}"
+
+            learned = "the workers to learn every event"
+            _wait(lambda: applied() == [20] * len(models), learned, stood)
             pred = http.post(f"/v1/models/{models[0]}/predict", json={"x": [1.0, 2.0]})
             assert pred.status_code == 200 and pred.json()["model_version"] >= 1, pred.text
             metrics = http.get("/metrics").text
