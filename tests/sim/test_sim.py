@@ -10,7 +10,7 @@ from tests.sim.__main__ import violating_seeds
 from tests.sim.faults import parse
 from tests.sim.run import run_seed
 
-SEEDS = 2000
+SEEDS = 1500  # a prefix of the 2,000 run before: CI sat at its 20-minute limit
 CHUNK = 100
 
 
