@@ -38,6 +38,12 @@ RSS_AT = 100_000
 POLL_S = 0.05
 
 
+def settings_defaults():  # type: ignore[no-untyped-def]
+    from service.config import Settings
+
+    return Settings()
+
+
 # ---- stack ---------------------------------------------------------------------------------
 def start_stack() -> tuple[str, str, list[Any]]:
     from service.embedded import start_broker
@@ -512,8 +518,12 @@ def report(rows, ck_rows, ck_live, mem, info: str, elapsed: float, removed: int)
             "# Service throughput (benchmarks/service.py)",
             f"Machine: {info}. Whole run {elapsed:.0f} s; {removed} benchmark keys deleted"
             " from Redis afterwards. Broker: embedded tansu (memory storage). One worker"
-            " process, default settings (max_poll_records 500, commit every 5,000 events or"
-            " 2 s, history 10, seen ids 10,000). The worker's rate is the slope of its count"
+            " process, default settings (max_poll_records"
+            f" {settings_defaults().max_poll_records:,}, commit every"
+            f" {settings_defaults().commit_every:,} events or"
+            f" {settings_defaults().commit_interval_s:g} s, history"
+            f" {settings_defaults().history_keep}, seen ids"
+            f" {settings_defaults().seen_ids_keep:,}). The worker's rate is the slope of its count"
             " of learned events (live /metrics) from the first to the last one, checkpoints"
             " in between included; CPU rates are events per CPU second of the consuming"
             " process (the robust figure on this shared machine).",

@@ -11,11 +11,14 @@ the kernels); then 10 runs of ``--events`` events each are timed by process CPU 
 the least kept (on a shared machine other work only adds time). Each tree is measured in
 ``--rounds`` fresh processes, in turns with the baseline; prints the least and the median.
 
-    python benchmarks/worker_loop.py [--events 10000] [--baseline REV] [--profile]
+    python benchmarks/worker_loop.py [--events 10000] [--baseline REV] [--max-poll 500,2000]
+        [--profile [--models 100]]
 
 ``--baseline REV`` runs the same measurement, in turns, on the ``service``, ``learners``
 and ``clients`` trees of git revision ``REV`` (``git archive`` into a temporary directory).
-``--profile`` prints the top of a cProfile of one 1-model run of the working tree.
+``--max-poll`` measures each tree at each of these ``max_poll_records`` (default: the
+setting's default), in turns too. ``--profile`` prints the top of a cProfile of one run of
+the working tree (``--models`` of them, 1 by default).
 """
 
 from __future__ import annotations
@@ -58,7 +61,9 @@ def records(n: int, n_models: int, offset: int) -> list[tuple[bytes, bytes]]:
     return out
 
 
-async def measure(n: int, n_models: int, reps: int = 10, profile: bool = False) -> float:
+async def measure(
+    n: int, n_models: int, reps: int = 10, profile: bool = False, max_poll: int | None = None
+) -> float:
     """CPU us per event, the least of ``reps`` runs of ``n`` events each after ``WARM``
     warm-up events (the least: on a shared machine, other work only adds time)."""
     import learners
@@ -69,6 +74,8 @@ async def measure(n: int, n_models: int, reps: int = 10, profile: bool = False) 
     from service.worker.main import tune_gc
 
     settings = Settings(events_topic=TOPIC, deadletter_topic="bench.dead")
+    if max_poll is not None:
+        settings = settings.model_copy(update={"max_poll_records": max_poll})
     broker = MemoryBroker({TOPIC: PARTITIONS})
     store = MemoryStore(worker_id="bench")
     for i in range(n_models):
@@ -94,11 +101,14 @@ async def measure(n: int, n_models: int, reps: int = 10, profile: bool = False) 
         import cProfile
 
         profiler = cProfile.Profile()
-        profiler.enable()
     best = float("inf")
     for rep in range(reps):
+        if profiler is not None:
+            profiler.disable()  # the worker's work only, not the records' making
         for key, value in records(n, n_models, WARM + rep * n):
             broker.append(TOPIC, value, key)
+        if profiler is not None:
+            profiler.enable()
         started = time.process_time()
         await consume(WARM + (rep + 1) * n)
         best = min(best, time.process_time() - started)
@@ -113,11 +123,12 @@ async def measure(n: int, n_models: int, reps: int = 10, profile: bool = False) 
     return 1e6 * best / max(n, 1)
 
 
-def child(root: str, n: int, n_models: int) -> float:
+def child(root: str, n: int, n_models: int, max_poll: int | None) -> float:
     """One measurement in a fresh process on the trees under ``root``."""
     env = {**os.environ, "PYTHONPATH": root, "OPENBLAS_NUM_THREADS": "1"}
+    poll = ["--max-poll", str(max_poll)] if max_poll is not None else []
     out = subprocess.run(
-        [sys.executable, __file__, "--child", str(n_models), "--events", str(n)],
+        [sys.executable, __file__, "--child", str(n_models), "--events", str(n), *poll],
         env=env,
         cwd=root,
         check=True,
@@ -132,15 +143,21 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=10_000, help="events per timed run")
     ap.add_argument("--rounds", type=int, default=3, help="processes per tree, in turns")
     ap.add_argument("--baseline", help="git revision to compare, measured in turns")
+    ap.add_argument("--max-poll", help="max_poll_records values, comma-separated")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--models", type=int, default=1, help="models of the --profile run")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)  # models, in a fresh process
     args = ap.parse_args()
+    polls: list[int | None] = (
+        [int(v) for v in args.max_poll.split(",")] if args.max_poll else [None]
+    )
     if args.child is not None:
-        print(json.dumps({"us": asyncio.run(measure(args.events, args.child))}))
+        us = asyncio.run(measure(args.events, args.child, max_poll=polls[0]))
+        print(json.dumps({"us": us}))
         return
     if args.profile:
         sys.path.insert(0, str(ROOT))
-        asyncio.run(measure(args.events, 1, profile=True))
+        asyncio.run(measure(args.events, args.models, profile=True, max_poll=polls[0]))
         return
     trees: dict[str, str] = {"working tree": str(ROOT)}
     with tempfile.TemporaryDirectory(prefix="hj-worker-loop-") as tmp:
@@ -157,7 +174,10 @@ def main() -> None:
         for _ in range(args.rounds):  # in turns: the machine is shared
             for n_models in CONFIGS:
                 for name, root in trees.items():
-                    got.setdefault((name, n_models), []).append(child(root, args.events, n_models))
+                    for poll in polls:
+                        got.setdefault((_named(name, poll), n_models), []).append(
+                            child(root, args.events, n_models, poll)
+                        )
     print(f"CPU us per JSON event, worker loop on the in-memory adapters, pa, d = {DIM},")
     print(
         f"least of {10 * args.rounds} runs of {args.events:,} events (median of {args.rounds}"
@@ -165,10 +185,14 @@ def main() -> None:
     )
     for n_models in CONFIGS:
         cells = []
-        for name in trees:
+        for name in (_named(t, p) for t in trees for p in polls):
             runs = got[name, n_models]
             cells.append(f"{name} {min(runs):.2f} (median {statistics.median(runs):.2f})")
         print(f"  {n_models:>3} model(s): " + "; ".join(cells))
+
+
+def _named(tree: str, poll: int | None) -> str:
+    return tree if poll is None else f"{tree}, polls of {poll}"
 
 
 if __name__ == "__main__":

@@ -186,3 +186,83 @@ def test_decode_bounds_x_with_the_same_reasons_on_the_fast_check(
     else:
         with pytest.raises(InvalidEvent, match=reason):
             decode_event(b"m", value)
+
+
+def _decoded(decode, key, value):  # type: ignore[no-untyped-def]
+    """What a decoder makes of a record: the event with its fields' types, or the reason."""
+    try:
+        ev = decode(key, value)
+    except InvalidEvent as exc:
+        return ("invalid", exc.reason, exc.model)
+    x = ev.x if type(ev.x) is dict else [(type(v), v) for v in ev.x]
+    fields = (ev.model, ev.id, ev.y, ev.ts, ev.hint, ev.type, ev.vectors, ev.version)
+    return ("event", x, [(type(f), f) for f in fields])
+
+
+_EDGES: list[tuple[bytes | None, bytes | None]] = [
+    (b"m", _raw()),
+    (b"m", _raw(ts=1.5)),
+    (b"m", _raw(ts=2)),  # an int ts: the whole decoder makes it a float
+    (b"m", _raw(ts=None, hint=None)),
+    (b"m", _raw(y=3)),
+    (b"m", _raw(y=True)),
+    (b"m", _raw(y=None)),
+    (b"m", _raw(y=1e150)),
+    (b"m", _raw(y=-1e150)),
+    (b"m", _raw(y=1.0000001e150)),
+    (b"m", _raw(y=10**151)),
+    (b"m", _raw(y="1")),
+    (b"m", _raw(hint=0.5)),
+    (b"m", _raw(x=[1, 2])),
+    (b"m", _raw(x=[True, 2.0])),
+    (b"m", _raw(x=[1e308, 1e308])),
+    (b"m", _raw(x=[10**400, 1])),
+    (b"m", _raw(x=[5e149, 5e149])),
+    (b"m", _raw(x={"a": 1.0})),
+    (b"m", _raw(x=[])),
+    (b"m", _raw(id="é")),
+    (b"m", _raw(id="i" * 256)),
+    (b"m", _raw(id="i" * 257)),
+    (b"m", _raw(id="")),
+    (b"m", _raw(id=7)),
+    (b"m", _raw(model="")),
+    (b"m", _raw(type="created")),
+    (b"m", _raw(type="example")),
+    (b"m", _raw(type=None)),
+    (b"m", _raw(type="rollback", version=2)),
+    (b"x", _raw()),
+    (None, _raw()),
+    (b"m", None),
+    (b"m", b"[]"),
+    (b"m", b'"m"'),
+    (b"m", b"{bad"),
+    (b"m", b'{"model":"m","id":"e","x":[NaN],"y":1}'),
+    (b"m", b'{"model":"m","id":"e","x":[1.0],"y":1,"ts":Infinity}'),
+    (b"m", b'{"model":"m","id":"e","x":[1.0],"y":1,"model":"n"}'),  # repeated key
+    (b"m", b'{"model":"m","id":"\\ud800","x":[1.0],"y":1}'),  # a lone surrogate
+]
+
+
+@pytest.mark.parametrize(("key", "value"), _EDGES)
+def test_decode_inline_path_equals_the_whole_decoder(key, value) -> None:  # type: ignore[no-untyped-def]
+    from service.worker.events import decode_event_full
+
+    assert _decoded(decode_event, key, value) == _decoded(decode_event_full, key, value)
+
+
+def test_decode_inline_path_equals_the_whole_decoder_on_the_fuzz_grammar() -> None:
+    """Every record of the event fuzz grammar (valid, near-valid, hostile), for a
+    regression and a classification kind: the same event, or the same reason."""
+    import random
+
+    from service.worker.events import decode_event_full
+    from tests.chaos._fuzz_grammar import Grammar, target
+
+    seen = {"event": 0, "invalid": 0}
+    for kind in ("pa", "arow"):
+        g = Grammar(random.Random(7), target(kind, "fz", 3))
+        for rec in g.opening() + [g.record() for _ in range(3000)]:
+            got = _decoded(decode_event, rec.key, rec.value)
+            assert got == _decoded(decode_event_full, rec.key, rec.value), rec.show()
+            seen[got[0]] += 1
+    assert min(seen.values()) > 500, seen  # both outcomes well represented
