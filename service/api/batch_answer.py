@@ -63,6 +63,12 @@ def _finite_or_nan(rows: Any) -> np.ndarray:
     return arr
 
 
+def values_answer(values: np.ndarray, batch: str, version: int) -> bytes:
+    """The compact answer of a regressor's values alone (``LinearRegressor.predict_values``:
+    the floats its ``Prediction``s would hold, no scores)."""
+    return encode_answer(batch, version, _finite_or_nan(values))
+
+
 def compact_answer(
     preds: Sequence[Prediction], probas: list[Any] | None, batch: str, version: int
 ) -> bytes | None:

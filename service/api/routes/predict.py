@@ -46,7 +46,7 @@ from clients.batch_answer import ANSWER_CONTENT_TYPE, prediction_ids
 from clients.wire import PREDICT_CONTENT_TYPE
 from learners import Prediction
 from learners.base import Unanswerable
-from service.api.batch_answer import compact_answer, wants_compact
+from service.api.batch_answer import compact_answer, values_answer, wants_compact
 from service.api.batch_body import decode_predict_batch
 from service.api.deps import CacheDep, ModelIdPath, get_model
 from service.api.errors import InvalidInput
@@ -128,11 +128,16 @@ async def serve_predictions(
             model_id, batch, X, hints, served.version, settings.prediction_ttl_s
         )
     learner = served.learner
+    # the compact answer of a compiled linear regressor needs its values only: one array,
+    # no Prediction per row (~13% of the route's CPU for 100 rows)
+    values_of = getattr(learner, "predict_values", None) if compact else None
 
-    def run() -> tuple[list, list | None]:  # type: ignore[type-arg]
+    def run() -> tuple[Any, list | None]:  # type: ignore[type-arg]
         # predict() changes no state (learner contract), so sharing the cached learner is safe;
         # predict_many validates the rows as one matrix (the same predictions as the loop);
         # classifiers add their class probabilities, one call for the batch
+        if values_of is not None and (values := values_of(X, hints=hints)) is not None:
+            return values, None
         preds = learner.predict_many(X, hints=hints)
         if learner.task != "classification":
             return preds, None
@@ -142,6 +147,8 @@ async def serve_predictions(
         preds, probas = run() if len(rows) < THREAD_BATCH else await run_in_threadpool(run)
     except Unanswerable as exc:  # e.g. a transductive model asked outside its block
         raise InvalidInput(f"model {model_id!r} cannot predict these rows: {exc}") from None
+    if type(preds) is np.ndarray:
+        return Response(values_answer(preds, batch, served.version), media_type=ANSWER_CONTENT_TYPE)
     if compact and (body := compact_answer(preds, probas, batch, served.version)) is not None:
         return Response(body, media_type=ANSWER_CONTENT_TYPE)
     ids = prediction_ids(batch, len(rows))
