@@ -31,11 +31,17 @@ except ImportError:  # pragma: no cover - plain asyncio works too, a little slow
 
 
 def request_bytes(
-    host: str, port: int, path: str, body: bytes, content_type: str = "application/json"
+    host: str,
+    port: int,
+    path: str,
+    body: bytes,
+    content_type: str = "application/json",
+    accept: str = "",
 ) -> bytes:
     head = (
         f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {content_type}\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: keep-alive\r\n\r\n"
+        + (f"Accept: {accept}\r\n" if accept else "")
+        + f"Content-Length: {len(body)}\r\nConnection: keep-alive\r\n\r\n"
     )
     return head.encode() + body
 
@@ -99,7 +105,7 @@ def pct(sorted_ms: list[float], q: float) -> float | None:
 async def run(args: argparse.Namespace) -> dict[str, object]:
     with open(args.body_file, "rb") as fh:
         body = fh.read()
-    req = request_bytes(args.host, args.port, args.path, body, args.content_type)
+    req = request_bytes(args.host, args.port, args.path, body, args.content_type, args.accept)
     lat: list[float] = []
     statuses: dict[int, int] = {}
     t_start = time.perf_counter() + 0.05
@@ -134,6 +140,7 @@ def main() -> None:
     ap.add_argument("--path", required=True)
     ap.add_argument("--body-file", required=True)
     ap.add_argument("--content-type", default="application/json")
+    ap.add_argument("--accept", default="", help="an Accept header (none when empty)")
     ap.add_argument("--conns", type=int, default=16)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--warmup", type=float, default=0.5, help="seconds not counted")

@@ -39,6 +39,7 @@ import numpy as np
 import orjson
 from _bench import RESULTS, ROOT, markdown_table, process_cpu_s, write
 
+from clients.batch_answer import ANSWER_CONTENT_TYPE, decode_answer
 from clients.wire import PREDICT_CONTENT_TYPE, encode_predict_batch
 
 DIM = 20
@@ -50,7 +51,14 @@ TARGET_MINIMAL_FRACTION = 0.50  # issue 18: batch of 100 vs the minimal equivale
 TARGETS = ("bare", "minimal", "ours")
 CONTENT_TYPES = {".json": "application/json", ".bin": PREDICT_CONTENT_TYPE}
 BINARY = f"batch of {BATCH}, binary"
-REQUESTS = {"single": "single", "batch": f"batch of {BATCH}", "binary": BINARY}
+COMPACT = f"batch of {BATCH}, binary, compact answer"
+REQUESTS = {
+    "single": "single",
+    "batch": f"batch of {BATCH}",
+    "binary": BINARY,
+    "compact": COMPACT,
+}
+ACCEPTS = {COMPACT: ANSWER_CONTENT_TYPE}  # docs/events.md §8; the others send no Accept
 HERE = Path(__file__).resolve().parent
 
 
@@ -119,20 +127,46 @@ async def seed_model(redis: str, prefix: str, port: int) -> int:
     return res.version
 
 
+def redis_cpu_s(redis: str | None) -> float:
+    """Redis's own CPU seconds so far (``INFO cpu``: user + sys of the server process)."""
+    if redis is None:
+        return 0.0
+    import redis as redis_lib
+
+    client = redis_lib.Redis.from_url(redis)
+    try:
+        info = client.info("cpu")
+    finally:
+        client.close()
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
 def load(
-    port: int, path: str, body: Path, seconds: float, conns: int, rate: float = 0.0, pid: int = 0
+    port: int,
+    path: str,
+    body: Path,
+    seconds: float,
+    conns: int,
+    rate: float = 0.0,
+    pid: int = 0,
+    accept: str = "",
+    redis: str | None = None,
 ):
-    """One load run; with ``pid``, also the server's CPU ms per request (``cpu_ms``). The
+    """One load run; with ``pid``, also the server's CPU ms per request (``cpu_ms``), and
+    with ``redis``, Redis's (``redis_cpu_ms``: meaningful on a Redis of our own). The
     body's content type is its file's suffix (``CONTENT_TYPES``)."""
     cpu0 = process_cpu_s(pid) if pid else 0.0
+    rcpu0 = redis_cpu_s(redis)
     cmd = [sys.executable, str(HERE / "_bench_load.py"), "--port", str(port), "--path", path]
     cmd += ["--body-file", str(body), "--conns", str(conns), "--seconds", str(seconds)]
-    cmd += ["--content-type", CONTENT_TYPES[body.suffix]]
+    cmd += ["--content-type", CONTENT_TYPES[body.suffix], "--accept", accept]
     cmd += ["--rate", str(rate)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=seconds + 60)
     res = json.loads(out.stdout)
     if pid and res["total_requests"]:
         res["cpu_ms"] = 1e3 * (process_cpu_s(pid) - cpu0) / res["total_requests"]
+    if redis is not None and res["total_requests"]:
+        res["redis_cpu_ms"] = 1e3 * (redis_cpu_s(redis) - rcpu0) / res["total_requests"]
     return res
 
 
@@ -188,14 +222,27 @@ def main() -> None:
         "--requests",
         default="single,batch,binary",
         help="which requests, comma-separated: single, batch (JSON body), binary (the same"
-        " batch as a binary body, docs/events.md §7)",
+        " batch as a binary body, docs/events.md §7), compact (the binary body asking for the"
+        " compact answer, §8)",
+    )
+    ap.add_argument(
+        "--own-redis",
+        action="store_true",
+        help="an embedded redis-server of our own even when 127.0.0.1:6379 answers, so"
+        " Redis's CPU per request (INFO cpu) is the route's alone",
     )
     args = ap.parse_args()
     wanted = [REQUESTS[r.strip()] for r in args.requests.split(",")]
     started = time.perf_counter()
     info = _bench.machine()
     print(info, flush=True)
-    redis, embedded = _bench.redis_url()
+    if args.own_redis:
+        from service.embedded import start_redis
+
+        embedded = start_redis()
+        redis = embedded.url
+    else:
+        redis, embedded = _bench.redis_url()
     prefix = f"opbench:{uuid.uuid4().hex[:10]}:"
     from service.embedded import free_port
 
@@ -215,6 +262,7 @@ def main() -> None:
     }
     tmp = Path(tempfile.mkdtemp(prefix="opbench-"))
     results: dict[tuple[str, str], dict] = {}
+    redis_cpu: dict[str, list[float]] = {}  # Redis's CPU ms per request of ours, every round
     try:
         wait_http(ports["ours"], "/healthz")
         wait_http(ports["bare"], "/openapi.json")
@@ -226,6 +274,7 @@ def main() -> None:
             "single": (orjson.dumps(single), ".json"),
             f"batch of {BATCH}": (orjson.dumps({"instances": rows.tolist()}), ".json"),
             BINARY: (encode_predict_batch(rows), ".bin"),  # the same rows
+            COMPACT: (encode_predict_batch(rows), ".bin"),  # and the compact answer
         }
         bodies = {name: every[name] for name in wanted}
         path = f"/v1/models/{MODEL}/predict"
@@ -235,32 +284,46 @@ def main() -> None:
         # sanity: ours answers 200 with the checkpoint's version
         files = {}
         for name, (content, suffix) in bodies.items():
+            accept = {"Accept": ACCEPTS[name]} if name in ACCEPTS else {}
             r = httpx.post(
                 f"http://127.0.0.1:{ports['ours']}{path}",
                 content=content,
-                headers={"Content-Type": CONTENT_TYPES[suffix]},
+                headers={"Content-Type": CONTENT_TYPES[suffix], **accept},
                 timeout=5,
             )
-            assert r.status_code == 200 and r.json()["model_version"] == version, r.text
+            answer = decode_answer(r.content) if name in ACCEPTS else r.json()
+            assert r.status_code == 200 and answer["model_version"] == version, r.text
             files[name] = tmp / f"{name.replace(' ', '-').replace(',', '')}{suffix}"
             files[name].write_bytes(content)
         for name in bodies:
             body = files[name]
+            acc = ACCEPTS.get(name, "")
             for target in TARGETS:  # warm-up: first requests import and allocate
-                load(ports[target], paths[target], body, 1.0, args.conns)
+                load(ports[target], paths[target], body, 1.0, args.conns, accept=acc)
             best: dict[str, dict] = {}
             cpu: dict[str, float] = {}
             for _ in range(args.rounds):
                 for target in TARGETS:
                     pid = pids[target]
                     res = load(
-                        ports[target], paths[target], body, args.seconds, args.conns, pid=pid
+                        ports[target],
+                        paths[target],
+                        body,
+                        args.seconds,
+                        args.conns,
+                        pid=pid,
+                        accept=acc,
+                        redis=redis if target == "ours" else None,
                     )
+                    rcpu = res.get("redis_cpu_ms")
                     print(
                         f"{name:13s} {target:7s} max {res['rate']:8.0f} req/s,"
-                        f" server CPU {res['cpu_ms']:.3f} ms/request",
+                        f" server CPU {res['cpu_ms']:.3f} ms/request"
+                        + (f", Redis CPU {rcpu:.3f} ms/request" if rcpu is not None else ""),
                         flush=True,
                     )
+                    if rcpu is not None:
+                        redis_cpu.setdefault(name, []).append(rcpu)
                     if target not in best or res["rate"] > best[target]["rate"]:
                         best[target] = res
                     cpu[target] = min(cpu.get(target, float("inf")), res["cpu_ms"])
@@ -272,7 +335,9 @@ def main() -> None:
                 for target in TARGETS:
                     half = best[target]["rate"] / 2
                     conns = max(8, min(64, int(half / 50)))
-                    fixed = load(ports[target], paths[target], body, args.seconds, conns, rate=half)
+                    fixed = load(
+                        ports[target], paths[target], body, args.seconds, conns, half, accept=acc
+                    )
                     fixed_rounds[target].append(fixed)
                     print(
                         f"{name:13s} {target:7s} at {half:6.0f} req/s:"
@@ -300,14 +365,14 @@ def main() -> None:
             embedded.stop()  # type: ignore[attr-defined]
         shutil.rmtree(tmp, ignore_errors=True)
     elapsed = time.perf_counter() - started
-    report(results, info, elapsed, args, removed)
+    report(results, info, elapsed, args, removed, redis_cpu)
 
 
 def _order(name: str) -> int:
     return list(REQUESTS.values()).index(name)
 
 
-def report(results: dict, info: str, elapsed: float, args, removed: int) -> None:  # type: ignore[no-untyped-def]
+def report(results: dict, info: str, elapsed: float, args, removed: int, redis_cpu: dict) -> None:  # type: ignore[no-untyped-def]
     rows, verdicts = [], []
     names = sorted({n for n, _ in results}, key=_order)
     for name in names:
@@ -422,6 +487,13 @@ def report(results: dict, info: str, elapsed: float, args, removed: int) -> None
             " (docs/events.md §7) to all three endpoints; the constant endpoint reads no body.",
             "## Targets (issues 9 and 18)",
             vtable,
+            "Redis's own CPU ms per request of ours, every round (`INFO cpu`; the route's alone"
+            " only with `--own-redis`, which this run "
+            + ("used" if args.own_redis else "did not use: other clients' work is included")
+            + "): "
+            + "; ".join(
+                f"{n}: " + ", ".join(f"{v:.3f}" for v in vs) for n, vs in redis_cpu.items()
+            ),
             "## Measurements",
             table,
             "![predict](predict.png)",

@@ -31,6 +31,7 @@ import httpx
 from clients import figures as _figures
 from clients import wire
 from clients._vectors import as_label, as_labels, as_matrix, as_vector, numeric_block
+from clients.batch_answer import ANSWER_CONTENT_TYPE, decode_answer
 from clients.errors import (
     ConnectionFailedError,
     NotFoundError,
@@ -309,20 +310,22 @@ class _Ops:
         A numeric numpy array, or a DataFrame with unnamed columns, goes as the binary
         batch body (docs/events.md §7: the rows as one float64 block, no JSON to write or
         to parse); anything else as JSON ``{"instances": [...]}``. ``binary`` True or
-        False forces one of them (True needs numbers only, no names). The answer is the
-        same either way.
+        False forces one of them (True needs numbers only, no names). Either way the
+        answer is asked for in the compact layout (§8: columns, one batch id), and JSON is
+        read too (a server that does not write it); the result is the same.
         """
         path = f"/v1/models/{_quote(model)}/predict"
+        accept = {"Accept": f"{ANSWER_CONTENT_TYPE}, application/json;q=0.5"}
         block = numeric_block(X) if binary is None else (X if binary else None)
         if block is not None:
             content = wire.encode_predict_batch(block, hints)
-            headers = {"Content-Type": wire.PREDICT_CONTENT_TYPE}
-            call = _Call("POST", path, content=content, headers=headers)
-            return self._run(call, PredictResponse.from_json)
+            headers = {"Content-Type": wire.PREDICT_CONTENT_TYPE, **accept}
+            call = _Call("POST", path, content=content, headers=headers, raw=True)
+            return self._run(call, _batch_answer)
         body: dict[str, Any] = {"instances": as_matrix(X)}
         if hints is not None:
             body["hints"] = list(hints)
-        return self._run(_Call("POST", path, body), PredictResponse.from_json)
+        return self._run(_Call("POST", path, body, headers=accept, raw=True), _batch_answer)
 
     # --- events and labels ----------------------------------------------------------------
     def send_events(
@@ -550,6 +553,17 @@ def _health(response: httpx.Response) -> Health:
         status=response.status_code,
         body=body if isinstance(body, dict) else {"detail": body},
     )
+
+
+def _batch_answer(response: httpx.Response) -> PredictResponse:
+    """A predict answer in either layout: compact (by its Content-Type) or JSON."""
+    media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if response.is_success and media == ANSWER_CONTENT_TYPE:
+        try:
+            return PredictResponse.from_json(decode_answer(response.content))
+        except ValueError as exc:
+            raise OnlinePredictError(f"unreadable compact answer: {exc}") from None
+    return PredictResponse.from_json(_check(response))
 
 
 def _single_prediction(body: dict[str, Any]) -> Prediction:

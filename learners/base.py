@@ -562,17 +562,17 @@ class LinearRegressor(Learner):
             return Prediction(k.dot(self.w_, x))
         return Prediction(float(self.w_ @ x))
 
-    def predict_many(
+    def predict_values(
         self, X: Any, *, hints: Sequence[float | None] | None = None
-    ) -> list[Prediction]:
-        """``predict`` on each row. On the compiled path a finite C-ordered float64 matrix
-        takes one kernel call (``dot_rows``: every row's w.x with ``dot``'s products in
-        ``dot``'s order, so the same floats as the loop); anything else, and the numpy
-        path (whose per-row BLAS dot a matrix product need not match), is the loop."""
+    ) -> np.ndarray | None:
+        """``predict_many``'s values as one float64 array, the same floats, when the compiled
+        path serves ``X`` (below); None otherwise. For callers that need the values only
+        (the API's compact answer): no ``Prediction`` per row."""
         k = _accel.get()
         if (
             k is None
             or type(self)._predict is not LinearRegressor._predict
+            or type(self).predict_many is not LinearRegressor.predict_many
             or type(X) is not np.ndarray
             or X.dtype is not _FLOAT64
             or X.ndim != 2
@@ -580,13 +580,25 @@ class LinearRegressor(Learner):
             or not X.flags.c_contiguous
             or not np.isfinite(X).all()
         ):
-            return super().predict_many(X, hints=hints)
+            return None
         if hints is not None:  # the base's checks, in its order (the rows are valid)
             hs = [self._check_hint(h) for h in hints]
             if len(hs) != X.shape[0]:
                 raise ValueError("X and hints must have the same length")
         out = np.empty(X.shape[0])
         k.dot_rows(X, self.w_, out)
+        return out
+
+    def predict_many(
+        self, X: Any, *, hints: Sequence[float | None] | None = None
+    ) -> list[Prediction]:
+        """``predict`` on each row. On the compiled path a finite C-ordered float64 matrix
+        takes one kernel call (``dot_rows``: every row's w.x with ``dot``'s products in
+        ``dot``'s order, so the same floats as the loop); anything else, and the numpy
+        path (whose per-row BLAS dot a matrix product need not match), is the loop."""
+        out = self.predict_values(X, hints=hints)
+        if out is None:
+            return super().predict_many(X, hints=hints)
         preds = []
         for v in out.tolist():  # Prediction(v) without the frozen dataclass's __init__
             p = _new(Prediction)

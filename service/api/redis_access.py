@@ -7,6 +7,7 @@ owning the model's partition is its single writer); it only reads it.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 from redis.exceptions import NoScriptError
 
+from clients.batch_answer import parse_prediction_id
 from service.api.redis_pipe import RedisPipe
 from service.store import registry
 from service.store.checkpoints import read_version
@@ -52,52 +54,88 @@ return 1
 """
 
 
-# Stores a batch with one command (a pipeline of 2 commands per row costs far more client
-# CPU): the predict route's rewrite of ``v`` when the checkpoint moved during a request.
-# KEYS: prediction keys (one model, one slot); ARGV: ttl, version, ts, the bytes of a row,
-# the rows (float64, little-endian, one after the other), then a hint per key, or none when
-# every hint is null. Each hash gets its row's bytes as ``xf64``.
-_SAVE_PREDICTIONS = """
-local w = tonumber(ARGV[4])
-for i, key in ipairs(KEYS) do
-  redis.call('HSET', key, 'xf64', string.sub(ARGV[5], (i - 1) * w + 1, i * w),
-    'hint', ARGV[5 + i] or 'null', 'v', ARGV[2], 'ts', ARGV[3])
-  redis.call('EXPIRE', key, ARGV[1])
+# A predict request's rows stored for their labels as one record (docs/design.md, "Redis
+# keys"): the hash ``n``, ``xf64`` (the n rows' float64 bytes, little-endian, one after the
+# other), ``hf64`` (n float64 hints, NaN: none; absent when no row has one), ``v``, ``ts``,
+# with a TTL. One record per batch, not one per row: Redis spent ~0.7 ms of CPU per batch of
+# 100 on the per-row hashes (benchmarks/README.md, "Predict, batch of 100"). ARGV[3..6]: ts,
+# n, the rows, the hints (absent when none).
+_STORE_BATCH = """
+local function store(key, version)
+  if ARGV[6] then
+    redis.call('HSET', key, 'n', ARGV[4], 'xf64', ARGV[5], 'hf64', ARGV[6], 'v', version,
+      'ts', ARGV[3])
+  else
+    redis.call('HSET', key, 'n', ARGV[4], 'xf64', ARGV[5], 'v', version, 'ts', ARGV[3])
+  end
+  redis.call('EXPIRE', key, ARGV[2])
 end
-return #KEYS
+"""
+
+# The predict route's rewrite of ``v`` when the checkpoint moved during a request. KEYS: the
+# batch record; ARGV: version, ttl, then as _STORE_BATCH.
+_SAVE_PREDICTIONS = _STORE_BATCH + """
+store(KEYS[1], ARGV[1])
+return 1
 """
 
 
 # The predict hot path in one round trip: the spec's SHA-1 the API process has validated the
-# request against (ARGV[1]), the checkpoint version, and the predictions stored with that
-# version. KEYS: spec, state, then the prediction keys (all in the model's {id} slot);
-# ARGV: spec sha1, ttl, ts, the bytes of a row, the rows (as in _SAVE_PREDICTIONS), then a
-# hint per prediction key, or none when every hint is null. Returns nil when the model
-# does not exist (nothing stored), {version} when stored, {version, spec} when the stored
-# spec is not the one the request was checked against (nothing stored: check again).
-_PREDICT = """
+# request against (ARGV[1]), the checkpoint version, and the batch stored with that version.
+# KEYS: spec, state, then the batch record (all in the model's {id} slot); ARGV: spec sha1,
+# ttl, then as _STORE_BATCH. Returns nil when the model does not exist (nothing stored),
+# {version} when stored, {version, spec} when the stored spec is not the one the request
+# was checked against (nothing stored: check again).
+_PREDICT = _STORE_BATCH + """
 local spec = redis.call('GET', KEYS[1])
 if not spec then return nil end
 local version = redis.call('HGET', KEYS[2], 'version') or '0'
 if redis.sha1hex(spec) ~= ARGV[1] then return {version, spec} end
-local w = tonumber(ARGV[4])
-for i = 3, #KEYS do
-  redis.call('HSET', KEYS[i], 'xf64', string.sub(ARGV[5], (i - 3) * w + 1, (i - 2) * w),
-    'hint', ARGV[3 + i] or 'null', 'v', version, 'ts', ARGV[3])
-  redis.call('EXPIRE', KEYS[i], ARGV[2])
-end
+store(KEYS[3], version)
 return {version}
 """
 
+# Claim row ARGV[1] of a batch record for its label: _CLAIM's protocol with the row's own
+# fields ``l:<row>`` (state), ``y:<row>``, ``k:<row>`` in the batch's hash, so each row is
+# labelled once, atomically, and the claims expire with the batch. ARGV: row, y (JSON),
+# Idempotency-Key ('' without one). nil when the record is unknown/expired or has no such
+# row; else {state, hint (8 bytes, or '' when the batch has no hints), y, key, x (the row's
+# float64 bytes)}.
+_CLAIM_ROW = """
+local r = ARGV[1]
+local f = redis.call('HMGET', KEYS[1], 'n', 'xf64', 'hf64', 'l:' .. r, 'y:' .. r, 'k:' .. r)
+local n, i = tonumber(f[1]), tonumber(r)
+if not n or i >= n then return nil end
+local w = string.len(f[2]) / n
+local x = string.sub(f[2], i * w + 1, (i + 1) * w)
+local h = f[3] and string.sub(f[3], i * 8 + 1, i * 8 + 8) or ''
+if not f[4] then
+  redis.call('HSET', KEYS[1], 'l:' .. r, 'pending', 'y:' .. r, ARGV[2], 'k:' .. r, ARGV[3])
+  return {'new', h, ARGV[2], ARGV[3], x}
+end
+return {f[4], h, f[5] or '', f[6] or '', x}
+"""
 
-def _rows_args(X: np.ndarray, n: int, hint_json: Sequence[bytes]) -> list[str | bytes | int]:
-    """The prediction scripts' row arguments: the bytes of a row, the rows' float64 bytes
-    (little-endian, one block), then the hints' JSON, or none when every hint is null."""
-    if X.shape[0] != n or len(hint_json) != n:
-        raise ValueError(f"{n} prediction ids for {X.shape[0]} rows and {len(hint_json)} hints")
-    block = np.ascontiguousarray(X, dtype=_ROW).tobytes()
-    hints = [] if list(hint_json).count(b"null") == n else list(hint_json)
-    return [len(block) // n, block, *hints]
+# Row ARGV[1]'s claimed label was acked. Never recreates an expired record.
+_ROW_DONE = """
+local field = 'l:' .. ARGV[1]
+if redis.call('HEXISTS', KEYS[1], field) == 1 then
+  redis.call('HSET', KEYS[1], field, 'done')
+end
+return 1
+"""
+
+
+def _batch_args(X: np.ndarray, hints: Sequence[float | None]) -> list[str | bytes | int]:
+    """_STORE_BATCH's ARGV[4..]: n, the rows' float64 bytes (one block), the hints' block
+    (NaN: none) unless no row has a hint."""
+    n = X.shape[0]
+    if len(hints) != n:
+        raise ValueError(f"{n} rows and {len(hints)} hints")
+    args: list[str | bytes | int] = [n, np.ascontiguousarray(X, dtype=_ROW).tobytes()]
+    if hints.count(None) != n:
+        args.append(np.array([math.nan if h is None else h for h in hints], _ROW).tobytes())
+    return args
 
 
 @dataclass(frozen=True)
@@ -121,6 +159,8 @@ class RedisAccess:
         self._label_done = redis.register_script(_LABEL_DONE)
         self._save_predictions = redis.register_script(_SAVE_PREDICTIONS)
         self._predict = redis.register_script(_PREDICT)
+        self._claim_row = redis.register_script(_CLAIM_ROW)
+        self._row_done = redis.register_script(_ROW_DONE)
 
     # ---- specs (service.store.registry) ---------------------------------------------------
     async def create_spec(self, spec: dict[str, Any], *, topic: str | None = None) -> bool:
@@ -139,7 +179,11 @@ class RedisAccess:
         model's Idempotency-Key records, and take the model off its partitions'
         ``partition-models`` sets of ``topic``."""
         removed = await registry.delete_spec(self.redis, self.keys, model, topic=topic)
-        for pattern in (self.keys.prediction(model, "*"), self.keys.idempotency(model, "*")):
+        for pattern in (
+            self.keys.prediction(model, "*"),
+            self.keys.predictions(model, "*"),
+            self.keys.idempotency(model, "*"),
+        ):
             batch: list[bytes] = []
             async for key in self.redis.scan_iter(match=pattern, count=1000):
                 batch.append(key)
@@ -193,32 +237,30 @@ class RedisAccess:
     async def save_predictions(
         self,
         model: str,
-        ids: Sequence[str],
+        batch: str,
         X: np.ndarray,
-        hint_json: Sequence[bytes],
+        hints: Sequence[float | None],
         version: int,
         ttl_s: int,
     ) -> None:
-        """Each prediction (a row of ``X``) as the hash ``xf64`` (the row's float64 bytes,
-        little-endian), ``hint`` (JSON), ``v`` (version), ``ts`` with a TTL: one script call
-        for the whole batch."""
-        keys = [self.keys.prediction(model, pid) for pid in ids]
-        args = [ttl_s, version, repr(time.time()), *_rows_args(X, len(ids), hint_json)]
+        """The batch's rows (``X``) and hints as one record (``n``, ``xf64``, ``hf64``,
+        ``v``, ``ts``) with a TTL, for the labels of its predictions ``<batch>.<row>``."""
+        keys = [self.keys.predictions(model, batch)]
+        args = [version, ttl_s, repr(time.time()), *_batch_args(X, hints)]
         await self._save_predictions(keys=keys, args=args)
 
     async def store_checked_predictions(
         self,
         model: str,
         spec_sha1: str,
-        ids: Sequence[str],
+        batch: str,
         X: np.ndarray | None,
-        hint_json: Sequence[bytes],
+        hints: Sequence[float | None],
         ttl_s: int,
     ) -> tuple[int, bytes | None] | None:
-        """The predict hot path's one round trip: store each prediction (the hash ``xf64``,
-        ``hint``, ``v``, ``ts`` with a TTL, as ``save_predictions``) with the current
-        checkpoint version, provided the stored spec's SHA-1 is ``spec_sha1`` (and ``X``,
-        the rows, is given with it).
+        """The predict hot path's one round trip: store the batch (as ``save_predictions``)
+        with the current checkpoint version, provided the stored spec's SHA-1 is
+        ``spec_sha1`` (and ``X``, the rows, is given with it).
 
         None: no such model (nothing stored). ``(version, None)``: stored with ``v =
         version``. ``(version, spec)``: the stored spec is another one (or ``spec_sha1`` is
@@ -227,9 +269,8 @@ class RedisAccess:
         args: list[str | bytes | int] = [spec_sha1, ttl_s, repr(time.time())]
         if spec_sha1:
             assert X is not None
-            prefix = self.keys.prediction(model, "")
-            keys += [prefix + pid for pid in ids]
-            args += _rows_args(X, len(ids), hint_json)
+            keys.append(self.keys.predictions(model, batch))
+            args += _batch_args(X, hints)
         call = self.pipe.call if self.pipe is not None else self.redis.execute_command
         try:
             # EVALSHA directly: redis-py's Script wrapper and pooled client cost several
@@ -245,13 +286,28 @@ class RedisAccess:
         self, model: str, prediction_id: str, y_json: str, idempotency_key: str | None
     ) -> Claim | None:
         """Claim a prediction for the label ``y_json`` (pending until ``label_done``), or
-        read the earlier claim; None when the prediction is unknown or expired."""
+        read the earlier claim; None when the prediction is unknown or expired. An id
+        ``<batch>.<row>`` is a row of a batch record; any other, a per-row record written
+        before batch records (a rolling upgrade)."""
+        in_batch = parse_prediction_id(prediction_id)
+        if in_batch is not None:
+            batch, row = in_batch
+            got = await self._claim_row(
+                keys=[self.keys.predictions(model, batch)],
+                args=[row, y_json, idempotency_key or ""],
+            )
+            if got is None:
+                return None
+            state, y, key = (_text(v) for v in (got[0], got[2], got[3]))
+            hint = np.frombuffer(got[1], dtype=_ROW).tolist()[0] if got[1] else math.nan
+            row_x = np.frombuffer(got[4], dtype=_ROW).tolist()
+            return Claim(state, row_x, None if hint != hint else hint, y, key)  # NaN: none
         res = await self._claim(
             keys=[self.keys.prediction(model, prediction_id)], args=[y_json, idempotency_key or ""]
         )
         if res is None:
             return None
-        state, x, hint, y, key = (v.decode() if isinstance(v, bytes) else v for v in res[:5])
+        state, x, hint, y, key = (_text(v) for v in res[:5])
         if state == "1":  # an earlier API's claim: produced, or released when it failed
             state = "done"
         # xf64: the row's float64 bytes; x: the JSON of a record stored before xf64 existed
@@ -260,6 +316,11 @@ class RedisAccess:
 
     async def label_done(self, model: str, prediction_id: str) -> None:
         """The claimed label's event was acked by the broker: later labels are duplicates."""
+        in_batch = parse_prediction_id(prediction_id)
+        if in_batch is not None:
+            batch, row = in_batch
+            await self._row_done(keys=[self.keys.predictions(model, batch)], args=[row])
+            return
         await self._label_done(keys=[self.keys.prediction(model, prediction_id)])
 
     # ---- Idempotency-Key --------------------------------------------------------------------
@@ -276,3 +337,7 @@ class RedisAccess:
         if isinstance(first, bytes):
             first = first.decode()
         return first is None or first == fingerprint  # None: expired in between
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -318,7 +318,10 @@ class PredictRequest(_Strict):
 
 class PredictionOut(BaseModel):
     value: Any = Field(description="Point prediction: a float, or the class label.")
-    prediction_id: str = Field(description="Send the label for this prediction with this id.")
+    prediction_id: str = Field(
+        description="Send the label for this prediction with this id: '<batch id>.<row>'"
+        " (docs/events.md §8)."
+    )
     scores: dict[str, float | None] | None = None
     probabilities: dict[str, float] | None = Field(
         None,

@@ -44,6 +44,11 @@ class Keys:
     def prediction(self, model: str, prediction_id: str) -> str:
         return f"{self.prefix}model:{{{model}}}:prediction:{prediction_id}"
 
+    def predictions(self, model: str, batch: str) -> str:
+        """Hash: one predict request's rows awaiting labels (``clients.batch_answer``: the
+        ids ``<batch>.<row>``); docs/design.md, "Redis keys"."""
+        return f"{self.prefix}model:{{{model}}}:predictions:{batch}"
+
     def idempotency(self, model: str, key_digest: str) -> str:
         """String: the fingerprint of the request that first used an ``Idempotency-Key``
         (``key_digest``: its SHA-256 hex, so any key is a safe key suffix), with a TTL."""

@@ -13,11 +13,13 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import numpy as np
 import pandas as pd
 import pytest
 
 from clients import AsyncClient, Client, figures
+from clients.batch_answer import ANSWER_CONTENT_TYPE
 from clients.errors import (
     AuthenticationError,
     ConflictError,
@@ -29,6 +31,7 @@ from clients.errors import (
 )
 from clients.figures import ensemble_weights, model_entry, summarize
 from clients.http import RetryPolicy, _Ops
+from clients.schemas import PredictResponse
 from clients.wire import PREDICT_CONTENT_TYPE, encode_predict_batch
 from tests.clients._client_support import free_port
 
@@ -145,9 +148,10 @@ def test_numpy_batches_go_as_the_binary_body() -> None:
     for given in (X, X.astype(np.int64), pd.DataFrame(X)):
         call = _first_call(given, hints=[None, 0.5])
         assert call.json is None and call.content == encode_predict_batch(X, [None, 0.5])
-        assert call.headers == {"Content-Type": PREDICT_CONTENT_TYPE}
+        assert call.headers == {"Content-Type": PREDICT_CONTENT_TYPE, **ACCEPT_COMPACT}
     for given in (X.tolist(), pd.DataFrame(X, columns=["a", "b", "c"])):
         assert _first_call(given).content is None
+        assert _first_call(given).headers == ACCEPT_COMPACT  # the compact answer, or JSON
     assert _first_call(X, binary=False).json == {"instances": X.tolist()}
     assert _first_call(X.tolist(), binary=True).content == encode_predict_batch(X)
     with pytest.raises(ValueError, match="NaN"):
@@ -165,6 +169,35 @@ def test_a_binary_batch_predicts_as_the_json_batch(api: Client, pa_model: str) -
     with pytest.raises(ValidationError) as exc:
         api.predict_batch(pa_model, np.zeros((2, 4)))
     assert exc.value.status == 422 and "dimension 3" in exc.value.message
+
+
+ACCEPT_COMPACT = {"Accept": f"{ANSWER_CONTENT_TYPE}, application/json;q=0.5"}
+
+
+def _as_json(api: Client, model: str, X: Any) -> PredictResponse:
+    """The batch asked for as JSON only (what ``predict_batch`` returned before §8)."""
+    r = httpx.post(f"{api.base_url}/v1/models/{model}/predict", json={"instances": X})
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json", r.text
+    return PredictResponse.from_json(r.json())
+
+
+def test_predict_batch_reads_the_compact_answer_as_the_json_one(
+    api: Client, pa_model: str
+) -> None:
+    """Regressor and classifier: the SDK's result (from the compact answer, docs/events.md
+    §8) equals the JSON answer's in every field but the (random) prediction ids."""
+    X = np.random.default_rng(6).normal(size=(25, 3))
+    with _model_of(api, "arow", 3) as clf:
+        for model in (pa_model, clf):
+            got, want = api.predict_batch(model, X), _as_json(api, model, X.tolist())
+            assert got.model_version == want.model_version and got.extra == want.extra == {}
+            for g, w in zip(got.predictions, want.predictions, strict=True):
+                assert (g.value, g.scores, g.probabilities, g.model_version, g.extra) == (
+                    w.value, w.scores, w.probabilities, w.model_version, w.extra
+                )  # fmt: skip
+                assert type(g.value) is type(w.value)
+            batch = {p.prediction_id.split(".")[0] for p in got.predictions}  # type: ignore[union-attr]
+            assert len(batch) == 1 and got.predictions[24].prediction_id.endswith(".24")  # type: ignore[union-attr]
 
 
 def test_classifier_predictions_carry_class_probabilities(api: Client, pa_model: str) -> None:

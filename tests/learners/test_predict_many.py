@@ -39,6 +39,26 @@ def test_one_kernel_call_equals_the_loop_bit_for_bit(
     assert [p.value for p in learner.predict_many(X[::2])] == many[::2]
 
 
+@pytest.mark.parametrize("kind", ["pa", "ogd"])
+def test_predict_values_are_predict_manys_values_or_none(compiled_path: None, kind: str) -> None:
+    """The API's compact answer takes ``predict_values`` instead of ``predict_many`` when it
+    is not None: the same floats bit for bit, and None wherever the kernel does not serve."""
+    learner = _trained(kind, 6, seed=2)
+    X = np.random.default_rng(3).normal(size=(50, 6)) * 1e4
+    hints = [None] * 50
+    values = learner.predict_values(X, hints=hints)  # type: ignore[attr-defined]
+    many = np.array([p.value for p in learner.predict_many(X, hints=hints)])
+    assert values.dtype == np.float64 and values.tobytes() == many.tobytes()
+    for other in (X.tolist(), X[::2], X.astype(np.float32), X[:, :5]):
+        assert learner.predict_values(other) is None  # type: ignore[attr-defined]
+    assert not hasattr(_trained("rls", 6, seed=2), "predict_values")  # the route's fallback
+
+
+def test_predict_values_is_none_on_the_numpy_path(numpy_path: None) -> None:
+    learner = _trained("pa", 4, seed=5)
+    assert learner.predict_values(np.ones((3, 4))) is None  # type: ignore[attr-defined]
+
+
 def test_the_kernel_is_the_one_used(compiled_path: None, monkeypatch: pytest.MonkeyPatch) -> None:
     learner = _trained("pa", 5, seed=0)
     calls: list[int] = []

@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from redis.asyncio import Redis
 
 import learners
+from clients.batch_answer import parse_prediction_id
 from service.api import create_app
 from service.config import Settings
 from service.store import registry
@@ -69,6 +70,13 @@ async def _with_redis(settings: Settings, fn: Callable[[Redis, Keys], Any]) -> A
 
 def redis_call(settings: Settings, fn: Callable[[Redis, Keys], Any]) -> Any:
     return asyncio.run(_with_redis(settings, fn))
+
+
+def record_of(keys: Keys, model: str, prediction_id: str) -> tuple[str, int]:
+    """The Redis record holding a prediction (``<batch>.<row>``) and its row in it."""
+    parsed = parse_prediction_id(prediction_id)
+    assert parsed is not None, f"{prediction_id!r} is not <batch>.<row>"
+    return keys.predictions(model, parsed[0]), parsed[1]
 
 
 def write_state(

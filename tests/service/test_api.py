@@ -14,10 +14,17 @@ from fastapi import Request
 from fastapi.testclient import TestClient
 
 import learners
+from clients.batch_answer import parse_prediction_id
 from service.api import create_app
 from service.config import Settings
 from service.metrics.running import RunningStats
-from tests.service._api_helpers import events_for, pa_with_weights, redis_call, write_state
+from tests.service._api_helpers import (
+    events_for,
+    pa_with_weights,
+    record_of,
+    redis_call,
+    write_state,
+)
 
 pytestmark = pytest.mark.service
 
@@ -155,7 +162,8 @@ def test_predict_fresh_model_single_and_batch(client: TestClient) -> None:
     body = r.json()
     assert body["model_version"] == 0
     (p,) = body["predictions"]
-    assert p["value"] == 0.0 and len(p["prediction_id"]) == 32  # w starts at zero
+    assert p["value"] == 0.0  # w starts at zero
+    assert parse_prediction_id(p["prediction_id"]) == (p["prediction_id"][:32], 0)
 
     r = client.post(f"/v1/models/{mid}/predict", json={"instances": [[1, 0, 0], [0, 1, 0]]})
     ids = [p["prediction_id"] for p in r.json()["predictions"]]
@@ -186,13 +194,14 @@ def test_predict_stores_features_with_ttl(client: TestClient, api_settings: Sett
     pid = r.json()["predictions"][0]["prediction_id"]
 
     async def read(redis, keys):  # type: ignore[no-untyped-def]
-        key = keys.prediction(mid, pid)
+        key, _ = record_of(keys, mid, pid)
         return await redis.hgetall(key), await redis.ttl(key)
 
     stored, ttl = redis_call(api_settings, read)
-    # x as its float64 bytes (little-endian; the label route reads the same floats back)
+    # one record per request: x and the hint as float64 bytes (little-endian; the label
+    # route reads the same floats back)
     assert stored[b"xf64"] == np.array([0.5, -1.0, 2.0], dtype="<f8").tobytes()
-    assert b"x" not in stored and stored[b"hint"] == b"0.25"
+    assert stored[b"hf64"] == np.array([0.25], dtype="<f8").tobytes() and stored[b"n"] == b"1"
     assert stored[b"v"] == str(r.json()["model_version"]).encode()
     assert 0 < ttl <= api_settings.prediction_ttl_s
 
@@ -209,10 +218,11 @@ def test_predict_stores_integers_as_floats_in_both_paths(
     pids = [r.json()["predictions"][0]["prediction_id"] for r in (fast, slow)]
 
     async def read(redis, keys):  # type: ignore[no-untyped-def]
-        return [await redis.hmget(keys.prediction(mid, p), ["xf64", "hint"]) for p in pids]
+        return [await redis.hmget(record_of(keys, mid, p)[0], ["xf64", "hf64"]) for p in pids]
 
     for x, hint in redis_call(api_settings, read):
-        assert x == np.array([1.0, 2.0, 3.0], dtype="<f8").tobytes() and hint == b"2.0"
+        assert x == np.array([1.0, 2.0, 3.0], dtype="<f8").tobytes()
+        assert hint == np.array([2.0], dtype="<f8").tobytes()
 
 
 def test_predict_follows_a_changed_spec_and_a_deleted_model(client: TestClient) -> None:
@@ -320,7 +330,7 @@ def test_predict_stores_the_version_that_served_it(api_settings: Settings) -> No
         pid = body["predictions"][0]["prediction_id"]
 
     async def read(redis, keys):  # type: ignore[no-untyped-def]
-        return await redis.hget(keys.prediction(mid, pid), "v")
+        return await redis.hget(record_of(keys, mid, pid)[0], "v")
 
     assert redis_call(api_settings, read) == str(v1 + 1).encode()
 
@@ -545,8 +555,9 @@ def test_label_for_unknown_or_expired_prediction_is_404(
     ]
 
     async def expire(redis, keys):  # type: ignore[no-untyped-def]
-        await redis.pexpire(keys.prediction(mid, pid), 1)
-        while await redis.exists(keys.prediction(mid, pid)):  # expired once 1 ms has passed
+        key, _ = record_of(keys, mid, pid)
+        await redis.pexpire(key, 1)
+        while await redis.exists(key):  # expired once 1 ms has passed
             await asyncio.sleep(0.002)
 
     redis_call(api_settings, expire)

@@ -15,7 +15,7 @@ from service.api import create_app
 from service.api.idempotency import derived_event_id, key_digest
 from service.config import Settings
 from service.embedded import free_port
-from tests.service._api_helpers import events_for, redis_call
+from tests.service._api_helpers import events_for, record_of, redis_call
 
 pytestmark = pytest.mark.service
 
@@ -137,7 +137,8 @@ def test_a_label_whose_produce_failed_stays_claimed_with_its_value(
         assert down.post(url, json={"prediction_id": pid, "y": 1.0}).status_code == 503
 
         async def state(redis, keys):  # type: ignore[no-untyped-def]
-            return await redis.hget(keys.prediction(mid, pid), "labelled")
+            key, row = record_of(keys, mid, pid)
+            return await redis.hget(key, f"l:{row}")
 
         assert redis_call(settings, state) == b"pending"
         r = live.post(url, json={"prediction_id": pid, "y": -1.0})

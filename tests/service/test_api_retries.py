@@ -19,6 +19,7 @@ import redis as redis_lib
 from fastapi.testclient import TestClient
 
 import service.api.broker
+from clients.batch_answer import parse_prediction_id
 from service.api import create_app
 from service.config import Settings
 from service.embedded import free_port
@@ -174,8 +175,12 @@ def test_a_label_whose_api_died_between_claim_and_produce_is_learned_once(
             sender.start()
             from service.store.keys import Keys
 
-            pkey = Keys(settings.key_prefix).prediction(mid, str(label["prediction_id"]))
-            wait_for(lambda: redis.hexists(pkey, "labelled"), WAIT_S, "the label's claim")
+            # the prediction's row of its request's record (docs/design.md, "Redis keys")
+            parsed = parse_prediction_id(str(label["prediction_id"]))
+            assert parsed is not None
+            pkey = Keys(settings.key_prefix).predictions(mid, parsed[0])
+            claim = f"l:{parsed[1]}"
+            wait_for(lambda: redis.hexists(pkey, claim), WAIT_S, "the label's claim")
             api.kill()  # between the claim and the produce
             api.wait(10)
             sender.join(WAIT_S)

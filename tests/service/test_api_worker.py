@@ -215,3 +215,36 @@ def test_a_refused_preprocessing_step_is_a_422(stack: tuple[TestClient, Settings
         assert r.status_code == 422, r.text
         assert words in r.text
     assert client.get("/v1/models/e2e-apas-pre").status_code == 404
+
+
+def test_labels_of_batch_rows_are_learned_once_each(stack: tuple[TestClient, Settings]) -> None:
+    """Predictions of one request share a Redis record (ids ``<batch>.<row>``): each row's
+    label is learned once, a second label of a row changes nothing, and the model is the
+    one learning those rows directly."""
+    import learners
+    from clients.batch_answer import ANSWER_CONTENT_TYPE, decode_answer
+    from clients.wire import PREDICT_CONTENT_TYPE, encode_predict_batch
+
+    client, _ = stack
+    mid = "e2e-batch-rows"
+    assert client.post("/v1/models", json={"id": mid, "kind": "pa", "dim": 3}).status_code == 201
+    X = np.random.default_rng(12).normal(size=(4, 3))
+    r = client.post(
+        f"/v1/models/{mid}/predict",
+        content=encode_predict_batch(X),
+        headers={"Content-Type": PREDICT_CONTENT_TYPE, "Accept": ANSWER_CONTENT_TYPE},
+    )
+    pids = [p["prediction_id"] for p in decode_answer(r.content)["predictions"]]
+    url = f"/v1/models/{mid}/labels"
+    for i in (2, 0, 2):
+        client.post(url, json={"prediction_id": pids[i], "y": float(i) + 1.0})
+    again = client.post(url, json={"prediction_id": pids[0], "y": 5.0}).json()
+    assert again["status"] == "duplicate"
+    status = wait_status(client, mid, lambda s: s["applied"] == 2)
+    replay = learners.build("pa", 3)
+    replay.learn(X[2].tolist(), 3.0)
+    replay.learn(X[0].tolist(), 1.0)
+    probe = [0.3, 0.2, -0.1]
+    after = client.post(f"/v1/models/{mid}/predict", json={"x": probe}).json()
+    assert after["model_version"] == status["version"]
+    assert after["predictions"][0]["value"] == replay.predict(probe).value

@@ -123,15 +123,22 @@ async def _exercise(client: Any, keys: Keys) -> None:
         assert window == seen_layout.of_ids([(1, "a"), (2, "b")])
         assert await rollback(client, keys, model, 1) == 2
         rows = np.array([[1.0, 2.0], [3.0, 4.0]])
-        await access.save_predictions(model, ["p1", "p2"], rows, [b"null", b"0.5"], 2, 60)
+        b1, b2 = "1" * 32, "2" * 32  # batch records: predictions <batch>.<row>
+        await access.save_predictions(model, b1, rows, [None, 0.5], 2, 60)
         sha = hashlib.sha1(registry._encode(spec).encode()).hexdigest()
-        stored = await access.store_checked_predictions(model, sha, ["p3"], rows[1:], [b"null"], 60)
+        stored = await access.store_checked_predictions(model, sha, b2, rows[1:], [None], 60)
         assert stored == (2, None)
-        claim = await access.claim_prediction(model, "p2", "1.0", None)
+        claim = await access.claim_prediction(model, f"{b1}.1", "1.0", None)
         assert claim is not None and claim.state == "new"
         assert (claim.x, claim.hint) == ([3.0, 4.0], 0.5)
-        claim = await access.claim_prediction(model, "p3", "1.0", None)
+        claim = await access.claim_prediction(model, f"{b2}.0", "1.0", None)
         assert claim is not None and (claim.x, claim.hint) == ([3.0, 4.0], None)
+        claim = await access.claim_prediction(model, f"{b1}.0", "1.0", None)
+        assert claim is not None and claim.state == "new" and claim.x == [1.0, 2.0]
+        await access.label_done(model, f"{b1}.0")
+        # a per-row record of the layout before batch records (a rolling upgrade)
+        legacy = {"xf64": rows[0].tobytes(), "hint": "null"}
+        await client.hset(keys.prediction(model, "p1"), mapping=legacy)
         claim = await access.claim_prediction(model, "p1", "1.0", None)
         assert claim is not None and claim.state == "new" and claim.x == [1.0, 2.0]
         await access.label_done(model, "p1")
