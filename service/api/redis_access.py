@@ -20,7 +20,7 @@ from clients.batch_answer import parse_prediction_id
 from service.api.redis_pipe import RedisPipe
 from service.store import registry
 from service.store.checkpoints import read_version
-from service.store.connect import RedisClient
+from service.store.connect import RedisClient, as_text
 from service.store.keys import Keys
 
 COUNTERS = ("applied", "duplicate", "rejected")
@@ -298,7 +298,7 @@ class RedisAccess:
             )
             if got is None:
                 return None
-            state, y, key = (_text(v) for v in (got[0], got[2], got[3]))
+            state, y, key = (as_text(v) for v in (got[0], got[2], got[3]))
             hint = np.frombuffer(got[1], dtype=_ROW).tolist()[0] if got[1] else math.nan
             row_x = np.frombuffer(got[4], dtype=_ROW).tolist()
             return Claim(state, row_x, None if hint != hint else hint, y, key)  # NaN: none
@@ -307,7 +307,7 @@ class RedisAccess:
         )
         if res is None:
             return None
-        state, x, hint, y, key = (_text(v) for v in res[:5])
+        state, x, hint, y, key = (as_text(v) for v in res[:5])
         if state == "1":  # an earlier API's claim: produced, or released when it failed
             state = "done"
         # xf64: the row's float64 bytes; x: the JSON of a record stored before xf64 existed
@@ -337,7 +337,3 @@ class RedisAccess:
         if isinstance(first, bytes):
             first = first.decode()
         return first is None or first == fingerprint  # None: expired in between
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value

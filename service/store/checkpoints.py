@@ -54,7 +54,7 @@ from typing import Any, cast
 from redis.exceptions import ResponseError
 
 from service.store import seen as seen_layout
-from service.store.connect import RedisClient, queue_script
+from service.store.connect import RedisClient, as_text, queue_script
 from service.store.keys import Keys
 from service.store.seen import SeenRecords
 
@@ -233,16 +233,12 @@ class HistoryEntry:
     stats: bytes | None = field(default=None, repr=False)
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _encode_barrier(barrier: Stamp | None) -> str:
     return "" if barrier is None else f"{barrier.partition}:{barrier.offset}:{barrier.event_id}"
 
 
 def _decode_barrier(raw: Any) -> Stamp | None:
-    text = _s(raw) if raw is not None else ""
+    text = as_text(raw) if raw is not None else ""
     if not text:
         return None
     partition, offset, event_id = text.split(":", 2)
@@ -250,12 +246,12 @@ def _decode_barrier(raw: Any) -> Stamp | None:
 
 
 def _parse_state(model: str, raw: dict[Any, Any]) -> StoredState | None:
-    h = {_s(k): v for k, v in raw.items()}
+    h = {as_text(k): v for k, v in raw.items()}
     if "version" not in h:
         return None
     stamp = None
     if h.get("partition") not in (None, b"", ""):
-        stamp = Stamp(int(h["partition"]), int(h["offset"]), _s(h.get("event_id", b"")))
+        stamp = Stamp(int(h["partition"]), int(h["offset"]), as_text(h.get("event_id", b"")))
     blob = h.get("state", b"")
     stats = h.get("stats")
     return StoredState(
@@ -270,10 +266,10 @@ def _parse_state(model: str, raw: dict[Any, Any]) -> StoredState | None:
             ids_sum=int(h.get("ids_sum", 0)),
         ),
         stats=stats if stats else None,
-        worker=_s(h.get("worker", b"")),
+        worker=as_text(h.get("worker", b"")),
         updated_at=float(h.get("updated_at", 0.0) or 0.0),
         barrier=_decode_barrier(h.get("barrier")),
-        token=_s(h.get("token", b"")),
+        token=as_text(h.get("token", b"")),
     )
 
 
@@ -302,7 +298,7 @@ async def read_heads(
             pipe.hmget(keys.state(model), "version", "token")
         raws = await pipe.execute()
     return {
-        m: (int(v), _s(t) if t is not None else "") if v is not None else (0, "")
+        m: (int(v), as_text(t) if t is not None else "") if v is not None else (0, "")
         for m, (v, t) in zip(models, raws, strict=True)
     }
 
@@ -335,7 +331,7 @@ async def read_seens(
                 "list[tuple[Any, float]]",
                 await redis.zrange(keys.seen(m), 0, -1, withscores=True),
             )
-            out[m] = seen_layout.from_ids([(_s(i), s) for i, s in scored]).newest(keep)
+            out[m] = seen_layout.from_ids([(as_text(i), s) for i, s in scored]).newest(keep)
         elif isinstance(raw, Exception):
             raise raw
         else:
@@ -411,7 +407,7 @@ async def rollback(redis: RedisClient, keys: Keys, model: str, version: int) -> 
 
 
 async def partition_models(redis: RedisClient, keys: Keys, topic: str, partition: int) -> set[str]:
-    return {_s(m) for m in await redis.smembers(keys.partition_models(topic, partition))}
+    return {as_text(m) for m in await redis.smembers(keys.partition_models(topic, partition))}
 
 
 async def forget_partition_model(

@@ -43,6 +43,11 @@ def is_cluster(client: Any) -> bool:
     return isinstance(client, RedisCluster | ClusterPipeline)
 
 
+def as_text(value: Any) -> str:
+    """A Redis reply as text: bytes decoded as UTF-8, anything else by ``str``."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 async def mget(client: RedisClient, keys: Sequence[str]) -> list[Any]:
     """``MGET`` on one server; on a cluster, one ``MGET`` per slot (redis-py's
     ``mget_nonatomic``): the values are read apart, which no caller relies on."""

@@ -35,12 +35,8 @@ from typing import Any
 
 from clients import wire
 from service.store import connect
-from service.store.connect import RedisClient
+from service.store.connect import RedisClient, as_text
 from service.store.keys import Keys
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def feature_names(spec: dict[str, Any]) -> list[str] | None:
@@ -123,7 +119,7 @@ async def get_specs(redis: RedisClient, keys: Keys, models: list[str]) -> dict[s
 
 
 async def list_model_ids(redis: RedisClient, keys: Keys) -> list[str]:
-    return sorted(_s(m) for m in await redis.smembers(keys.models()))
+    return sorted(as_text(m) for m in await redis.smembers(keys.models()))
 
 
 async def list_specs(redis: RedisClient, keys: Keys) -> list[dict[str, Any]]:

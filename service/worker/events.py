@@ -130,7 +130,6 @@ def _optional_number(obj: dict[str, Any], name: str, model: str) -> float | None
 
 
 _loads_fast = orjson.loads
-_EXAMPLE = "example"
 
 
 def decode_event(key: bytes | None, value: bytes | None) -> Event:

@@ -31,4 +31,3 @@ def test_child_environment_drops_the_parents_settings(monkeypatch: pytest.Monkey
     env = st.child_environment(EXTRA="1")
     assert "ONLINEPREDICT_KAFKA_SASL_MECHANISM" not in env
     assert env["UNRELATED"] == "kept" and env["EXTRA"] == "1"
-
