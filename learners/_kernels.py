@@ -58,6 +58,7 @@ def commit_one(  # type: ignore[no-untyped-def]
     scratch."""
     d = x.shape[0]
     ci = 1.0 / c
+    recip = 1.0 / gamma
     r = y - mu
     ok = c > 0.0 and c < math.inf
     for j in range(d):
@@ -78,8 +79,8 @@ def commit_one(  # type: ignore[no-untyped-def]
             for j in range(d):
                 sdst[j] = ssrc[j] + xi * x[j]
         else:
-            for j in range(d):
-                p = (src[j] - (gi * g[j]) * ci) / gamma
+            for j in range(d):  # times 1/gamma, as dvaw.discount
+                p = (src[j] - (gi * g[j]) * ci) * recip
                 dst[j] = p
                 acc[j] += (p + p) * 0.0
             for j in range(d):
@@ -200,24 +201,29 @@ def refresh(Sigma, theta, P, v, logdet, idx, L, Li):  # type: ignore[no-untyped-
     ``L``, ``Li``: d x d scratch."""
     d = Sigma.shape[1]
     for k in idx:
-        # Cholesky Sigma = U^T U, right-looking on rows of U = L^T: every update is a
-        # contiguous row operation (vectorisable), each element's sum in the order k = 0, 1..
+        # Cholesky Sigma = U^T U by rows of U = L^T: row i is Sigma's row less
+        # U[m, i] U[m, :] for m = 0, 1, .. i-1 in that order, then divided by its root.
+        # Every update is a contiguous row operation on slices that start at 0 (an index
+        # numba cannot prove non-negative keeps LLVM from vectorising the loop).
         U = Li  # scratch, overwritten by L^-1 below
         for i in range(d):
-            for j in range(i, d):
-                U[i, j] = Sigma[k, i, j]
-        for m in range(d):
-            a = U[m, m]
+            row = U[i, i:]
+            src = Sigma[k, i, i:]
+            n = row.shape[0]
+            for j in range(n):
+                row[j] = src[j]
+            for m in range(i):
+                um = U[m, i:]
+                umi = um[0]
+                for j in range(n):
+                    row[j] -= umi * um[j]
+            a = row[0]
             if not (a > 0.0 and a < math.inf):
                 return False
-            umm = math.sqrt(a)
-            U[m, m] = umm
-            for j in range(m + 1, d):
-                U[m, j] = U[m, j] / umm
-            for i in range(m + 1, d):
-                umi = U[m, i]
-                for j in range(i, d):
-                    U[i, j] -= umi * U[m, j]
+            uii = math.sqrt(a)
+            row[0] = uii
+            for j in range(1, n):
+                row[j] = row[j] / uii
         for i in range(d):
             for j in range(i + 1):
                 L[i, j] = U[j, i]
@@ -233,15 +239,19 @@ def refresh(Sigma, theta, P, v, logdet, idx, L, Li):  # type: ignore[no-untyped-
             lii = L[i, i]
             for j in range(i + 1):
                 Li[i, j] = Li[i, j] / lii
-        # P = Li^T Li, accumulated row by row of Li; exactly symmetric (mirrored)
+        # P = Li^T Li: P[i, j] (j >= i) sums Li[m, i] Li[m, j] over m = i, i+1, .. in
+        # that order, one row of P at a time (slices from 0, as above); exactly symmetric
+        # (mirrored)
         for i in range(d):
-            for j in range(d):
-                P[k, i, j] = 0.0
-        for m in range(d):
-            for i in range(m + 1):
-                a = Li[m, i]
-                for j in range(i, m + 1):
-                    P[k, i, j] += a * Li[m, j]
+            row = P[k, i, i:]
+            for j in range(row.shape[0]):
+                row[j] = 0.0
+            for m in range(i, d):
+                lm = Li[m, i : m + 1]
+                a = lm[0]
+                r = row[: m + 1 - i]
+                for j in range(r.shape[0]):
+                    r[j] += a * lm[j]
         ld = 0.0
         for i in range(d):
             for j in range(i):

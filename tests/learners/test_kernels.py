@@ -14,7 +14,7 @@ import learners
 from learners import _accel
 from learners.base import StepReports
 from learners.checks import yield_checks
-from learners.dvaw import Stack, refresh_inverse, stack_attrs
+from learners.dvaw import Stack, begin, commit, refresh_inverse, stack_attrs
 
 numba = pytest.importorskip("numba")
 
@@ -219,7 +219,7 @@ def test_the_guard_refreshes_an_unhealthy_expert(compiled_path: None) -> None:
     np.testing.assert_allclose(m.P_[0] @ m.Sigma_[0], np.eye(3), atol=1e-10)
 
 
-@pytest.mark.parametrize("d", [1, 2, 7, 40])
+@pytest.mark.parametrize("d", [1, 2, 7, 40, 100])
 def test_compiled_refresh_equals_lapack_to_rounding(d: int) -> None:
     rng = np.random.default_rng(d)
     A = rng.normal(size=(3, d, d))
@@ -236,6 +236,30 @@ def test_compiled_refresh_equals_lapack_to_rounding(d: int) -> None:
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
     assert (got.P[1] == 0.0).all()  # untouched experts stay as they were
     assert (got.P[0] == got.P[0].T).all()
+
+
+@pytest.mark.parametrize("kind", ["dvaw", "rls", "dvaw-ensemble"])
+def test_compiled_commit_gives_the_numpy_commits_bits(kind: str) -> None:
+    # commit has no sum: from the same Begin both paths do the same IEEE operations per
+    # entry, 1/gamma's multiplication included (dvaw.discount)
+    d = 9
+    m = learners.REGISTRY[kind](d)
+    X, y = type(m)._test_stream(d, 40, 3)
+    for x, v in zip(X, y, strict=True):
+        m.learn(x, v)
+    s, x, y0 = stack_attrs(m), np.asarray(X[-1], dtype=float), 0.7
+    outs = []
+    for on in (False, True):
+        _accel.use(on)
+        try:
+            b = begin(s.P, s.v, x, m._gamma) if not on else outs[0][1]
+            outs.append((commit(s, b, x, y0, m._gamma, m._log_gamma), b))
+        finally:
+            _accel.use(None)
+    (ref, _), (got, _) = outs
+    assert not np.all(m._gamma == 1.0)
+    for name, a, b in zip(Stack._fields, got, ref, strict=True):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), name
 
 
 def test_an_indefinite_sigma_takes_the_eigen_fallback(compiled_path: None) -> None:
