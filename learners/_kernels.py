@@ -341,17 +341,34 @@ def outer_sums(A, b, X, y):  # type: ignore[no-untyped-def]
     """``A += x x^T`` and ``b += y x`` for each row of ``X`` in order, in place: every entry
     gets the same products added in the same order as a loop of rank-1 updates. ``A`` is
     symmetric (a sum of x x^T): only its lower triangle is summed, then mirrored, which
-    gives the same bits (x_i x_j and x_j x_i are the same product) in 0.6x the time at
-    d = 100. (The upper triangle, ``range(i, d)``, ran 2x slower: numba's index
-    wrap-around then blocks vectorising; ``range(i + 1)`` starts at 0.)"""
-    d = X.shape[1]
-    for r in range(X.shape[0]):
-        yr = y[r]
+    gives the same bits (x_i x_j and x_j x_i are the same product). Four rows at a time:
+    ``(((a + p0) + p1) + p2) + p3`` is the loop's order, with one load and store of ``a``
+    instead of four (0.82 -> 0.48 us per row at d = 100). Slices start at 0: numba's
+    index wrap-around keeps LLVM from vectorising a loop that does not."""
+    n, d = X.shape
+    r = 0
+    while r + 4 <= n:
+        x0, x1, x2, x3 = X[r], X[r + 1], X[r + 2], X[r + 3]
         for i in range(d):
-            xi = X[r, i]
+            a0, a1, a2, a3 = x0[i], x1[i], x2[i], x3[i]
+            row = A[i, : i + 1]
+            s0, s1, s2, s3 = x0[: i + 1], x1[: i + 1], x2[: i + 1], x3[: i + 1]
             for j in range(i + 1):
-                A[i, j] = A[i, j] + xi * X[r, j]
-            b[i] = b[i] + yr * xi
+                row[j] = (((row[j] + a0 * s0[j]) + a1 * s1[j]) + a2 * s2[j]) + a3 * s3[j]
+        r += 4
+    for rest in range(r, n):
+        xr = X[rest]
+        for i in range(d):
+            xi = xr[i]
+            row = A[i, : i + 1]
+            xs = xr[: i + 1]
+            for j in range(i + 1):
+                row[j] = row[j] + xi * xs[j]
+    for r in range(n):
+        yr = y[r]
+        xr = X[r]
+        for i in range(d):
+            b[i] = b[i] + yr * xr[i]
     for i in range(d):
         for j in range(i):
             A[j, i] = A[i, j]
