@@ -62,6 +62,9 @@ def compiled_kernels_cached() -> None:
 
     if _accel.get() is not None:
         _accel.warm()
+        from service.store import seen
+
+        seen.warm()  # the ids' BLAKE2b (service/store/_blake2b.py)
 
 
 @pytest.fixture(scope="session")

@@ -21,8 +21,11 @@ applied count, is read too (:func:`from_ids`), and replaced by the blob at the n
 from __future__ import annotations
 
 import hashlib
+import os
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -46,10 +49,57 @@ def id_digest(event_id: str) -> bytes:
 
 
 def digests(event_ids: Iterable[str]) -> np.ndarray:
-    """The ids' 64-bit digests (``id_hash`` of each), as a uint64 array."""
+    """The ids' 64-bit digests (``id_hash`` of each), as a uint64 array: hashlib's, computed
+    for a batch by the compiled BLAKE2b (:mod:`service.store._blake2b`) when numba is there."""
+    ids = event_ids if type(event_ids) is list else list(event_ids)
+    k = _compiled()
+    if k is None or len(ids) < _COMPILED_FROM:
+        return hashlib_digests(ids)
+    text = "".join(ids)
+    if text.isascii():  # one byte per character: encode once
+        blob = text.encode("ascii")
+        lengths = np.fromiter(map(len, ids), np.int64, len(ids))
+    else:
+        parts = [i.encode() for i in ids]  # raises as id_digest does on a lone surrogate
+        blob = b"".join(parts)
+        lengths = np.fromiter(map(len, parts), np.int64, len(parts))
+    offsets = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    out = np.empty(len(ids), np.uint64)
+    k(np.frombuffer(blob, np.uint8), offsets, out)
+    return out
+
+
+def warm() -> None:
+    """Compile the BLAKE2b kernel or load it from numba's cache (the Docker image's build,
+    with the learners' ``warm``), so a worker's first batch does not compile it."""
+    digests(["warm"] * _COMPILED_FROM)
+
+
+def hashlib_digests(event_ids: Iterable[str]) -> np.ndarray:
+    """:func:`digests` by hashlib, one call per id."""
     # map, no Python frame of our own per id: the hash is most of the per-event cost
     raw = b"".join(map(id_digest, event_ids))
     return np.frombuffer(raw, dtype="<u8").astype(np.uint64)
+
+
+#: below this many ids hashlib is cheaper than the compiled call's set-up
+_COMPILED_FROM = 8
+#: [the compiled digest_blob, or None], looked up once
+_kernel: list[Any] = []
+
+
+def _compiled() -> Any:
+    """The compiled BLAKE2b, or None without numba or with ``ONLINEPREDICT_KERNELS=0``."""
+    if not _kernel:
+        k: Any = None
+        if os.environ.get("ONLINEPREDICT_KERNELS") != "0" and sys.byteorder == "little":
+            try:
+                from service.store._blake2b import digest_blob as k
+            except ImportError:  # numba is the optional ``fast`` extra
+                k = None
+        _kernel.append(k)
+    return _kernel[0]
 
 
 @dataclass(eq=False)

@@ -5,6 +5,8 @@ blob round-trips, trims like the checkpoint script, and the old layout is migrat
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 import random
 from collections import OrderedDict
 
@@ -157,3 +159,43 @@ def test_a_window_in_the_old_layout_is_read_then_stored_whole() -> None:
         assert not rt.seen.reset and not rt.checkpoint_write("t").seen_whole
 
     asyncio.run(run())
+
+
+# ---- the compiled BLAKE2b (service/store/_blake2b.py) -------------------------------------
+def _awkward_ids(rng: random.Random) -> list[str]:
+    """Every UTF-8 length up to three 128-byte blocks and past, ASCII and multi-byte."""
+    ids = ["".join(chr(rng.randrange(32, 127)) for _ in range(n)) for n in range(1, 400)]
+    ids += ["é" * n for n in (1, 63, 64, 65, 127, 128, 200)]  # 2 bytes per character
+    ids += ["€" + "x" * n for n in (125, 126, 127)]  # a block boundary inside a character
+    ids += ["🙂" * 64, "ev-0" * 64]  # 256 bytes, 4 per character; 256 ASCII
+    return ids
+
+
+def test_compiled_digests_equal_hashlibs() -> None:
+    pytest.importorskip("numba")
+    if os.environ.get("ONLINEPREDICT_KERNELS") == "0":
+        pytest.skip("ONLINEPREDICT_KERNELS=0: hashlib on purpose")
+    from service.store._blake2b import digest_blob
+
+    assert layout._compiled() is digest_blob  # the test environment runs the compiled path
+    rng = random.Random(7)
+    ids = _awkward_ids(rng)
+    rng.shuffle(ids)
+    ascii_ids = [i for i in ids if i.isascii()]
+    for batch in (ids, ascii_ids, ids[:8], ascii_ids[:8]):
+        assert layout.digests(batch).tolist() == layout.hashlib_digests(batch).tolist()
+        assert layout.digests(iter(batch)).tolist() == [id_hash(i) for i in batch]
+    raw = [b"", b"a", bytes(range(256)) * 3]  # the empty message: one zero block
+    offsets = np.cumsum([0] + [len(r) for r in raw]).astype(np.int64)
+    out = np.empty(len(raw), np.uint64)
+    digest_blob(np.frombuffer(b"".join(raw), np.uint8), offsets, out)
+    ref = [int.from_bytes(hashlib.blake2b(r, digest_size=8).digest(), "little") for r in raw]
+    assert out.tolist() == ref
+
+
+def test_digests_of_a_lone_surrogate_raise_as_hashlib_does() -> None:
+    ids = ["ok"] * 9 + ["bad\ud800"]
+    with pytest.raises(UnicodeEncodeError):
+        layout.hashlib_digests(ids)
+    with pytest.raises(UnicodeEncodeError):
+        layout.digests(ids)
