@@ -122,3 +122,4 @@ def warm() -> None:
         m.predict_many(X)
     kernels = _load()
     kernels.outer_sums(np.zeros((3, 3)), np.zeros(3), X, np.ones(len(X)))  # regret's sums
+    kernels.square_sums(np.ones(3), np.zeros(3), 0.0, 0.0)

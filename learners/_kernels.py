@@ -374,6 +374,18 @@ def outer_sums(A, b, X, y):  # type: ignore[no-untyped-def]
             A[j, i] = A[i, j]
 
 
+@jit
+def square_sums(y, p, c, loss):  # type: ignore[no-untyped-def]
+    """``c += y_t^2`` and ``loss += (p_t - y_t)^2`` one term after the other, as the
+    regret's loop does (x ** 2 and x * x are both the correctly rounded square)."""
+    for t in range(y.shape[0]):
+        yt = y[t]
+        e = p[t] - yt
+        c += yt * yt
+        loss += e * e
+    return c, loss
+
+
 # ---- online gradient descent (learners/ogd.py) -----------------------------------------
 @jit
 def ogd_many(w, X, y, lr, sqrt_schedule, t0, w2, out):  # type: ignore[no-untyped-def]

@@ -73,7 +73,9 @@ class RegretTracker:
             A, b = self.A_.copy(), self.b_.copy()
             kernels.outer_sums(A, b, np.ascontiguousarray(X, dtype=np.float64), yv)
             self.A_, self.b_ = A, b
-            self._sums_rest(y, y_hat)
+            pv = np.asarray(y_hat, dtype=np.float64)
+            self.c_, self.loss_ = kernels.square_sums(yv, pv, float(self.c_), float(self.loss_))
+            self._cached = None
             return
         step = max(1, _STACK_ELEMENTS // max(d * d, 1))  # bounds the scratch memory
         for lo in range(0, k, step):
