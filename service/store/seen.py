@@ -70,6 +70,14 @@ def digests(event_ids: Iterable[str]) -> np.ndarray:
     return out
 
 
+def digest_ints(event_ids: list[str]) -> list[int]:
+    """:func:`digests` as Python ints (``id_hash`` of each), hashed one by one where the
+    compiled call would not pay."""
+    if len(event_ids) < _COMPILED_FROM or _compiled() is None:
+        return [int.from_bytes(id_digest(i), "little") for i in event_ids]
+    return digests(event_ids).tolist()  # type: ignore[no-any-return]
+
+
 def warm() -> None:
     """Compile the BLAKE2b kernel or load it from numba's cache (the Docker image's build,
     with the learners' ``warm``), so a worker's first batch does not compile it."""

@@ -39,7 +39,7 @@ from service.store.checkpoints import (
     new_token,
 )
 from service.store.registry import feature_names
-from service.store.seen import SeenRecords, digests
+from service.store.seen import SeenRecords, digest_ints, digests
 from service.worker.events import Event
 from service.worker.ports import ModelStore
 from service.worker.seen import FEW, SeenWindow
@@ -304,7 +304,7 @@ class ModelRuntime:
         else:  # ``covers``, inline
             sp, so = s.partition, s.offset
             live = [i for i, (_, p, o) in enumerate(items) if p != sp or o > so]
-        keys = [id_hash(items[i][0].id) for i in live]
+        keys = digest_ints([items[i][0].id for i in live])
         dup = self.seen.duplicates_in_order(keys) if self.seen_keep else [False] * len(keys)
         codes = [_SKIP] * len(items)
         learn: list[int] = []

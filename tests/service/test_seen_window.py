@@ -199,3 +199,9 @@ def test_digests_of_a_lone_surrogate_raise_as_hashlib_does() -> None:
         layout.hashlib_digests(ids)
     with pytest.raises(UnicodeEncodeError):
         layout.digests(ids)
+
+
+def test_digest_ints_are_id_hashes_on_both_sides_of_the_threshold() -> None:
+    ids = [f"ev-{i}" for i in range(20)] + ["é-1", "🙂"]
+    for n in (0, 1, 7, 8, 9, len(ids)):
+        assert layout.digest_ints(ids[:n]) == [id_hash(i) for i in ids[:n]]
