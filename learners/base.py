@@ -99,6 +99,10 @@ class StepReport:
     scores: dict[str, float] | None = None
 
 
+#: ``_check_labels``' one-pass type test (a frozenset's issuperset iterates in C)
+_FLOAT_ONLY = frozenset({float})
+
+
 def make_report(
     prediction: Any,
     loss: float,
@@ -441,7 +445,7 @@ class Learner:
             if type(y) is np.ndarray and y.dtype is _FLOAT64 and y.ndim == 1:
                 if np.isfinite(y).all():
                     return y.tolist()
-            elif type(y) in (list, tuple) and all(type(v) is float for v in y):
+            elif type(y) in (list, tuple) and _FLOAT_ONLY.issuperset(map(type, y)):
                 if math.isfinite(sum(y)):  # finite sum => every label finite
                     return list(y)
         return [self._check_y(v) for v in y]
