@@ -41,11 +41,10 @@ _SIGMA = np.array(
         [13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10],
         [6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5],
         [10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0],
-        [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
-        [14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3],
     ],
     dtype=np.int64,
 )
+_SIGMA = np.vstack([_SIGMA, _SIGMA[:2]])  # rounds 10 and 11 reuse permutations 0 and 1
 _R32, _R24, _R16, _R63 = np.uint64(32), np.uint64(24), np.uint64(16), np.uint64(63)
 _L32, _L40, _L48, _L1 = np.uint64(32), np.uint64(40), np.uint64(48), np.uint64(1)
 #: the parameter block's first word: digest length 8, no key, fanout 1, depth 1
@@ -53,21 +52,22 @@ _PARAM = np.uint64(0x01010008)
 
 
 @jit
-def _g(a, b, c, d, x, y):  # type: ignore[no-untyped-def]
-    """RFC 7693 G: mix two message words into four state words (u64, wrapping)."""
+def _half(a, b, c, d, x, rd, ld, rb, lb):  # type: ignore[no-untyped-def]
+    """Half of G: add a message word, rotate d right by ``rd`` and b by ``rb``."""
     a = a + b + x
     d ^= a
-    d = (d >> _R32) | (d << _L32)
+    d = (d >> rd) | (d << ld)
     c = c + d
     b ^= c
-    b = (b >> _R24) | (b << _L40)
-    a = a + b + y
-    d ^= a
-    d = (d >> _R16) | (d << _L48)
-    c = c + d
-    b ^= c
-    b = (b >> _R63) | (b << _L1)
+    b = (b >> rb) | (b << lb)
     return a, b, c, d
+
+
+@jit
+def _g(a, b, c, d, x, y):  # type: ignore[no-untyped-def]
+    """RFC 7693 G: mix two message words into four state words (u64, wrapping)."""
+    a, b, c, d = _half(a, b, c, d, x, _R32, _L32, _R24, _L40)
+    return _half(a, b, c, d, y, _R16, _L48, _R63, _L1)
 
 
 @jit
