@@ -28,7 +28,8 @@ FROM python:3.11-slim AS runtime
 # cache is keyed by the source file's path and modification time.)
 # NUMBA_CACHE_DIR: the learners' compiled kernels and the ids' BLAKE2b, compiled at build
 # time (learners/_accel.py warm(), service/store/seen.py warm()), so a worker loads them
-# (~0.5 s) instead of compiling (~4 s). The cache is for the build machine's CPU: on another CPU the first step compiles and writes it there (app's).
+# (~0.5 s) instead of compiling (~4 s). The cache is for the build machine's CPU: on
+# another CPU the first step compiles and writes it there (app's).
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
     OPENBLAS_NUM_THREADS=1 NUMBA_CACHE_DIR=/opt/numba-cache
 RUN groupadd --system app && useradd --system --gid app --home /app --shell /usr/sbin/nologin app

@@ -57,15 +57,21 @@ def available() -> bool:
 _active: list[Any] = []
 
 
+def enabled() -> bool:
+    """Whether the compiled path is on (numba installed, not switched off by :func:`use`
+    or ``ONLINEPREDICT_KERNELS=0``), whatever numpy's errstate: the one switch for the
+    service's compiled code too (the ids' BLAKE2b, ``service/store/seen.py``)."""
+    if not _active:
+        _active.append(_resolve())
+    return _active[0] is not None
+
+
 def get() -> Any:
     """The kernels if the compiled path is on and numpy's errstate raises nothing, else
     None (the caller runs its numpy code)."""
-    if not _active:
-        _active.append(_resolve())
-    k = _active[0]
-    if k is None:
+    if not enabled():
         return None
-    return k if quiet_errstate() else None
+    return _active[0] if quiet_errstate() else None
 
 
 def _resolve() -> Any:

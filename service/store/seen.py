@@ -21,13 +21,14 @@ applied count, is read too (:func:`from_ids`), and replaced by the blob at the n
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from learners import _accel
 
 MAGIC = b"OPSW"
 VERSION = 1
@@ -70,11 +71,16 @@ def digests(event_ids: Iterable[str]) -> np.ndarray:
     return out
 
 
+def id_hash(event_id: str) -> int:
+    """64-bit hash of an event id; summed mod 2**64 into ``ids_sum``: blake2b, 8 bytes."""
+    return int.from_bytes(id_digest(event_id), "little")
+
+
 def digest_ints(event_ids: list[str]) -> list[int]:
     """:func:`digests` as Python ints (``id_hash`` of each), hashed one by one where the
     compiled call would not pay."""
     if len(event_ids) < _COMPILED_FROM or _compiled() is None:
-        return [int.from_bytes(id_digest(i), "little") for i in event_ids]
+        return [id_hash(i) for i in event_ids]
     return digests(event_ids).tolist()  # type: ignore[no-any-return]
 
 
@@ -93,20 +99,19 @@ def hashlib_digests(event_ids: Iterable[str]) -> np.ndarray:
 
 #: below this many ids hashlib is cheaper than the compiled call's set-up
 _COMPILED_FROM = 8
-#: [the compiled digest_blob, or None], looked up once
+#: [the compiled digest_blob], imported on first use
 _kernel: list[Any] = []
 
 
 def _compiled() -> Any:
-    """The compiled BLAKE2b, or None without numba or with ``ONLINEPREDICT_KERNELS=0``."""
+    """The compiled BLAKE2b while the learners' compiled path is on (``_accel.enabled``:
+    numba installed, not switched off), else None."""
+    if sys.byteorder != "little" or not _accel.enabled():
+        return None
     if not _kernel:
-        k: Any = None
-        if os.environ.get("ONLINEPREDICT_KERNELS") != "0" and sys.byteorder == "little":
-            try:
-                from service.store._blake2b import digest_blob as k
-            except ImportError:  # numba is the optional ``fast`` extra
-                k = None
-        _kernel.append(k)
+        from service.store._blake2b import digest_blob
+
+        _kernel.append(digest_blob)
     return _kernel[0]
 
 
