@@ -252,7 +252,11 @@ class ModelRuntime:
         events learned before it included), else learned. When anything goes wrong with the
         batch (``learn_many`` refuses it or stops part-way, the statistics fail, a value
         turns non-finite), the model is put back as it was and the whole group goes through
-        ``handle`` one by one, which finds and rejects the bad events.
+        ``handle`` one by one, which finds and rejects the bad events. A group longer than
+        the seen window is handled in slices of that length, one after the other (the plan
+        assumes no id enters and leaves the window within it); before, it went event by
+        event, and a worker polling 12,000 records of one model with the window at 10,000
+        learned at less than half its rate (benchmarks/README.md, "Larger polls").
         """
         if self.halted is not None:
             return [(SKIPPED, "")] * len(items)
@@ -260,8 +264,12 @@ class ModelRuntime:
         if foreign is not None:  # a group is one partition's
             return [(REJECTED, foreign) for _ in items]
         keep = self.seen_keep
-        if keep and len(items) > keep:
-            return [self._one(*item) for item in items]  # the window would turn over
+        if keep and len(items) > keep:  # the window would turn over within one plan
+            return [
+                out
+                for at in range(0, len(items), keep)
+                for out in self.handle_many(items[at : at + keep])
+            ]
         codes, learn, learned = self._plan(items)
         if learn:
             todo = (

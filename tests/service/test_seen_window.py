@@ -69,7 +69,8 @@ def _events(ids: list[str]) -> list[tuple[Event, int, int]]:
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize(
     "keep, sizes",
-    [(6, (1, 7)), (80, (65, 81))],  # the list way, the array way (> FEW)
+    # the list way, the array way (> FEW), and groups longer than the window (in slices)
+    [(6, (1, 7)), (80, (65, 81)), (6, (7, 20)), (80, (81, 300))],
 )
 def test_handle_many_equals_handle_on_a_full_window(
     seed: int, keep: int, sizes: tuple[int, int]
@@ -81,6 +82,8 @@ def test_handle_many_equals_handle_on_a_full_window(
     loop = ModelRuntime.create(spec, None, [], seen_keep=keep)
     many = ModelRuntime.create(spec, None, [], seen_keep=keep)
     expected = [loop.handle(*item) for item in items]
+    one_by_one = []  # learn, not learn_many: the per-event path, which no group here needs
+    many.learner.learn = lambda *a, **k: one_by_one.append(a)  # type: ignore[method-assign]
     got: list[str] = []
     i = 0
     while i < len(items):
@@ -88,6 +91,7 @@ def test_handle_many_equals_handle_on_a_full_window(
         got += [o for o, _ in many.handle_many(items[i : i + k])]
         i += k
     assert got == expected and {APPLIED, DUPLICATE} <= set(got)
+    assert not one_by_one
     assert vars(many.counters) == vars(loop.counters)
     assert many.seen.records() == loop.seen.records()
     assert many.evicted == loop.evicted > 0
