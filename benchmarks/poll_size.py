@@ -1,14 +1,18 @@
 """The worker's events/s by ``max_poll_records`` on the real broker (issue 18, JSON goal).
 
 One embedded tansu broker and the Redis of ``service.py``; per configuration (1 model,
-300,000 events and 100 models, 100,000 events; JSON, ``pa``, d = 20, 4 partitions, as
+300,000 events and 100 models, 100,000 events; JSON, ``pa``, d = 20 by default, 4 partitions, as
 ``peers.py`` produces them) one topic produced once, then read from its start by the
 worker (``python -m service.worker``, ``benchmarks.service.run_worker``) once per poll size
 and round, the sizes in turns (the machine is shared: compare within a round), each run
 with a fresh consumer group and key prefix.
 
     python benchmarks/poll_size.py [--sizes 500,2000,5000] [--rounds 2]
-        [--events 300000] [--many-events 100000]
+        [--events 300000] [--many-events 100000] [--dim 20]
+
+``--dim`` sets d (``x`` of d numbers): at d = 100 an event is ~4x the bytes, so a fetch of
+``max_partition_fetch_bytes`` holds a quarter of the events, and a large poll can drain
+what was fetched.
 
 Prints events/s (wall), events per CPU-s and the CPU time one full poll takes
 (``max_poll_records`` x CPU per event: how long a poll holds the loop before the next).
@@ -37,6 +41,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--events", type=int, default=300_000, help="1-model stream")
     ap.add_argument("--many-events", type=int, default=100_000, help="100-model stream")
+    ap.add_argument("--dim", type=int, default=DIM)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     bootstrap, redis, stack = start_stack()
@@ -48,7 +53,7 @@ def main() -> None:
             tag = f"poll{n_models}"
             asyncio.run(create_events_topic(bootstrap, f"opbench.{run}.{tag}.events"))
             settings = make_settings(bootstrap, redis, run, tag)
-            asyncio.run(_bench.produce(settings, json_records(n, DIM, n_models, seed=1)))
+            asyncio.run(_bench.produce(settings, json_records(n, args.dim, n_models, seed=1)))
             topics[n_models] = (settings, n)
             print(f"{n_models} model(s): produced {n:,} events", flush=True)
         for rnd in range(args.rounds):
@@ -63,11 +68,12 @@ def main() -> None:
                         }
                     )
                     prefixes.append(s.key_prefix)
-                    asyncio.run(create_models(s, n_models, DIM))
+                    asyncio.run(create_models(s, n_models, args.dim))
                     r = run_worker(s, n, TIMEOUT_S)
                     wall, cpu = r["events"] / r["wall"], r["events"] / r["cpu"]
                     print(
-                        f"round {rnd + 1}, {n_models:>3} model(s), max_poll_records {size:>5}:"
+                        f"round {rnd + 1}, d = {args.dim}, {n_models:>3} model(s),"
+                        f" max_poll_records {size:>5}:"
                         f" {wall:>9,.0f} events/s, {cpu:>9,.0f} per CPU-s,"
                         f" a full poll {1e3 * size / cpu:5.1f} ms of CPU"
                         f" (load {os.getloadavg()[0]:.1f})",

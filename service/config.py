@@ -49,9 +49,10 @@ class Settings(BaseSettings):
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)  # 0 = no metrics server
     worker_metrics_host: str = "0.0.0.0"  # all interfaces: Prometheus scrapes from elsewhere
     # records per poll (a frame is one). Each model's examples in a poll are learned as one
-    # group with per-group costs (snapshot, checks, statistics): at 100 models a poll of 500
-    # gave groups of ~20 events; 2,000 cut the CPU per event ~15-20% there (benchmarks/README.md)
-    max_poll_records: int = Field(default=2000, ge=1)
+    # group with per-group costs (snapshot, checks, statistics): at 100 models, d = 20, a poll
+    # of 2,000 gave groups of ~60 events and 8,000 of ~220, +12-15% events/s; it holds the
+    # loop ~60-70 ms of CPU at d = 20, ~150 ms at d = 100 (benchmarks/README.md, "Larger polls")
+    max_poll_records: int = Field(default=8000, ge=1)
     # a dead worker's partitions move to the others after this long
     consumer_session_timeout_ms: int = Field(default=10_000, ge=1000)
     # recent event ids per model kept for dedupe; at most 10M: their blob (16 bytes per id,
