@@ -184,11 +184,14 @@ def worker_timings(port: int) -> dict[str, float]:
 
 def learned(port: int) -> int:
     """Events the worker has learned so far: the count of its ``update_seconds``
-    histograms on its live ``/metrics`` (0 while it is not answering yet)."""
+    histograms on its live ``/metrics`` (0 while it is not answering yet). Only that
+    sample is asked for (``name[]``): the whole page cost the worker ~1.7 ms of CPU per
+    read at 100 models, ~3% of its CPU at this script's 20 reads a second."""
     import httpx
 
     try:
-        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+        url = f"http://127.0.0.1:{port}/metrics?name[]=onlinepredict_update_seconds_count"
+        text = httpx.get(url, timeout=2).text
     except httpx.HTTPError:
         return 0
     return int(

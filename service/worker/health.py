@@ -3,8 +3,9 @@
 ``/healthz`` answers 200 while the poll loop turns (a worker stuck waiting for Redis
 longer than ``STALE_S`` answers 503); ``/metrics`` exposes the worker's counters, the
 update/checkpoint latency histograms, consumer lag and checkpoint age
-(``service.worker.telemetry``), ``onlinepredict_build_info`` and the process metrics. The
-per-model learning metrics come from the API's ``/metrics`` (they live in Redis).
+(``service.worker.telemetry``), ``onlinepredict_build_info`` and the process metrics
+(``?name[]=`` picks samples by name). The per-model learning metrics come from the API's
+``/metrics`` (they live in Redis).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Protocol
+from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import (
     CollectorRegistry,
@@ -23,6 +25,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import RestrictedRegistry
 
 from service.metrics.build import BuildInfoCollector
 from service.worker.telemetry import Progress, TimingCollector, WorkerMetrics, WorkerStats
@@ -125,7 +128,9 @@ class WorkerCollector:
 
 def worker_registry(worker: Watched) -> CollectorRegistry:
     """Everything a worker's ``/metrics`` shows."""
-    registry = CollectorRegistry(auto_describe=False)
+    # collectors without names take part in a ``name[]``-restricted scrape (they are collected
+    # and their samples filtered), as prometheus_client's own handlers allow
+    registry = CollectorRegistry(auto_describe=False, support_collectors_without_names=True)
     registry.register(WorkerCollector(worker))  # type: ignore[arg-type]
     timing = TimingCollector(worker.metrics, worker.lags, worker.checkpoint, worker.clock)
     registry.register(timing)  # type: ignore[arg-type]
@@ -134,6 +139,14 @@ def worker_registry(worker: Watched) -> CollectorRegistry:
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     return registry
+
+
+def _restricted(registry: CollectorRegistry, path: str) -> CollectorRegistry | RestrictedRegistry:
+    """The samples a scrape asks for by ``?name[]=...`` (prometheus_client's convention): a
+    benchmark that follows one count 20 times a second costs the worker ~0.5 ms per scrape
+    instead of ~1.7 at 100 models (benchmarks/README.md, "Larger polls")."""
+    names = parse_qs(urlsplit(path).query).get("name[]")
+    return registry.restricted_registry(names) if names else registry
 
 
 async def serve_health(worker: Watched, port: int, host: str = "0.0.0.0") -> asyncio.Server:
@@ -149,7 +162,7 @@ async def serve_health(worker: Watched, port: int, host: str = "0.0.0.0") -> asy
             if path.startswith("/metrics"):
                 status, body, ctype = (
                     "200 OK",
-                    generate_latest(registry),
+                    generate_latest(_restricted(registry, path)),
                     "text/plain; version=0.0.4",
                 )
             elif path.startswith("/healthz"):

@@ -227,6 +227,7 @@ async def test_worker_health_and_metrics_endpoint(make_settings, redis_url) -> N
             return False
         seen["health"] = await get("/healthz")
         seen["metrics"] = await get("/metrics")
+        seen["some"] = await get("/metrics?name[]=onlinepredict_worker_records_total")
         return True
 
     await run_worker_until(st, done)
@@ -234,6 +235,11 @@ async def test_worker_health_and_metrics_endpoint(make_settings, redis_url) -> N
     status, body = seen["metrics"]
     assert status.endswith("200 OK")
     assert 'onlinepredict_worker_records_total{outcome="applied"} 30.0' in body
+    assert "onlinepredict_dedupe_horizon_events{" in body
+    status, some = seen["some"]  # prometheus_client's name[] convention: those samples only
+    samples = [line for line in some.splitlines() if not line.startswith("#")]
+    assert status.endswith("200 OK") and len(samples) == 5  # the five outcomes
+    assert 'onlinepredict_worker_records_total{outcome="applied"} 30.0' in samples
     await r.aclose()
 
 
