@@ -59,7 +59,8 @@ class Watched(Protocol):
 class Windowed(Protocol):
     """What the endpoint reads of a model (``service.worker.runtime.ModelRuntime``)."""
 
-    evicted: int
+    @property
+    def evicted(self) -> int: ...
 
     def dedupe_horizon(self, now: float) -> tuple[int, float]: ...
 
