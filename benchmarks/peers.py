@@ -4,7 +4,8 @@ on the same pre-produced topic per configuration.
 Rows, per configuration (1 model and 100 models, d = 20 and d = 100):
 
 * raw aiokafka consume, no decoding; raw consume + ``orjson.loads`` (in this process);
-* the onlinepredict worker (``pa``, defaults: ``python -m service.worker``);
+* the onlinepredict worker (``pa``, defaults: ``python -m service.worker``), and at d = 20 the
+  worker of the code the issue measured (``--baseline``);
 * a Quix Streams app: PA-I in numpy, the weights in Quix state (RocksDB, changelog topic),
   at-least-once and exactly-once;
 * aiokafka + river ``PARegressor.learn_one`` per key, each touched model's weights and
@@ -21,6 +22,12 @@ tansu broker and Redis of ``service.py``.
 
     python benchmarks/peers.py [--events 300000] [--many-events 100000] [--dims 20,100]
         [--d100-scale 1.0] [--frame-rows 500] [--no-frames] [--profile-worker]
+        [--baseline REV]
+
+``--baseline`` (default ``161ac5e^``, the code the issue measured: the commit before its
+first change) also runs that revision's worker on the d = 20 JSON topics, its
+``service``, ``learners`` and ``clients`` extracted with ``git archive``: the JSON goal
+(2x the issue's worker) as a ratio in the same run. ``--baseline ''`` leaves it out.
 
 At d = 100 the streams are as long as at d = 20 (``--d100-scale 1.0``): at a third of that
 (the default before) the 100-model frame topic is learned in ~0.2 s, four samples of the
@@ -43,6 +50,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import _bench  # before numpy: pins BLAS threads
@@ -61,6 +69,8 @@ PEER_TIMEOUT_S = 150.0
 # test on a machine of another speed.
 ISSUE_JSON_WORKER = {1: 59_000.0, N_MODELS: 55_000.0}
 ISSUE_RAW_CONSUME = 565_000.0
+BASELINE = "161ac5e^"  # the issue's worker: the commit before its first change (frames)
+BASELINE_ROW = "onlinepredict worker before issue 18"
 
 
 # ---- events ------------------------------------------------------------------------------
@@ -378,6 +388,7 @@ def main() -> None:
     ap.add_argument("--no-frames", action="store_true")
     ap.add_argument("--no-quix-eo", action="store_true", help="skip Quix exactly-once")
     ap.add_argument("--profile-worker", action="store_true", help="py-spy the 1-model worker")
+    ap.add_argument("--baseline", default=BASELINE, help="the issue's worker, same run ('' off)")
     # a peer's own process
     ap.add_argument("--child", choices=["quix", "river"], help=argparse.SUPPRESS)
     for flag in ("--bootstrap", "--topic", "--group", "--redis", "--prefix", "--guarantee"):
@@ -391,6 +402,7 @@ def main() -> None:
     info = _bench.machine()
     print(info, flush=True)
     run = uuid.uuid4().hex[:8]
+    args.baseline_root = baseline_tree(args.baseline)
     bootstrap, redis, stack = start_stack()
     prefixes: list[str] = []
     results: list[dict[str, Any]] = []
@@ -412,7 +424,25 @@ def main() -> None:
         removed = sum(_bench.delete_prefix(redis, p) for p in prefixes)
         for proc in reversed(stack):
             proc.stop()
+        if args.baseline_root is not None:
+            shutil.rmtree(args.baseline_root, ignore_errors=True)
     report(results, notes, info, time.perf_counter() - started, removed, args, profiles)
+
+
+def baseline_tree(rev: str) -> Path | None:
+    """``service``, ``learners`` and ``clients`` of ``rev`` in a temporary directory (None:
+    no baseline)."""
+    if not rev:
+        return None
+    tmp = Path(tempfile.mkdtemp(prefix="oppeers-base-"))
+    archive = subprocess.run(
+        ["git", "archive", rev, "service", "learners", "clients"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+    return tmp
 
 
 def run_config(args, bootstrap, redis, run, tag, conf, n, n_models, d, prefixes) -> dict[str, Any]:  # type: ignore[no-untyped-def]
@@ -451,6 +481,19 @@ def run_config(args, bootstrap, redis, run, tag, conf, n, n_models, d, prefixes)
     add("raw aiokafka consume, no decoding", asyncio.run(raw_consume(settings, n)))
     add("raw consume + orjson.loads", asyncio.run(raw_consume(settings, n, decode="orjson")))
     add("onlinepredict worker (pa, defaults)", _worker(settings, n, None))
+    if args.baseline_root is not None and d == 20:
+        bs = settings.model_copy(
+            update={
+                "consumer_group": f"{settings.consumer_group}-base",
+                "key_prefix": f"{settings.key_prefix}base:",
+            }
+        )
+        prefixes.append(bs.key_prefix)
+        asyncio.run(create_models(bs, n_models, d))
+        add(
+            f"{BASELINE_ROW} ({args.baseline}, pa, defaults)",
+            _worker(bs, n, None, args.baseline_root),
+        )
     if profiling:
         out["profiles"]["JSON"] = profile_worker(settings, n, n_models, d, prefixes)
     for guarantee in ("at-least-once", "exactly-once"):
@@ -523,9 +566,9 @@ def run_config(args, bootstrap, redis, run, tag, conf, n, n_models, d, prefixes)
     return out
 
 
-def _worker(settings: Any, n: int, on_start: Any) -> dict[str, Any]:
+def _worker(settings: Any, n: int, on_start: Any, root: Path = ROOT) -> dict[str, Any]:
     try:
-        return run_worker(settings, n, timeout_s=PEER_TIMEOUT_S, on_start=on_start)  # type: ignore[no-any-return]
+        return run_worker(settings, n, timeout_s=PEER_TIMEOUT_S, on_start=on_start, root=root)  # type: ignore[no-any-return]
     except RuntimeError as exc:
         return {"error": str(exc)}
 
@@ -583,8 +626,8 @@ def report(results, notes, info, elapsed, removed, args, profiles) -> None:  # t
     for conf in dict.fromkeys(r["conf"] for r in results):
         quix = find(conf, "JSON", "Quix Streams") or {}
         raw = find(conf, "JSON", "raw aiokafka") or {}
-        worker = find(conf, "JSON", "onlinepredict worker") or {}
-        goals += json_goal(conf, worker, raw)
+        worker = find(conf, "JSON", "onlinepredict worker (") or {}
+        goals += json_goal(conf, worker, raw, find(conf, "JSON", BASELINE_ROW) or {})
         fworker = find(conf, "frames", "onlinepredict worker")
         if fworker and fworker.get("wall"):
             # the issue's goals are in events/s (wall); per CPU-s (the steadier figure on a
@@ -663,9 +706,12 @@ def report(results, notes, info, elapsed, removed, args, profiles) -> None:  # t
     write(RESULTS / "peers.md", "\n\n".join(parts) + "\n")
 
 
-def json_goal(conf: str, worker: dict[str, Any], raw: dict[str, Any]) -> list[list[str]]:
-    """The JSON goal's row (d = 20, as the issue measured): events/s against 2x the issue's
-    worker, and the share of this run's raw consume against 2x the issue's share."""
+def json_goal(
+    conf: str, worker: dict[str, Any], raw: dict[str, Any], base: dict[str, Any]
+) -> list[list[str]]:
+    """The JSON goal's rows (d = 20, as the issue measured): events/s against 2x the issue's
+    worker and the share of this run's raw consume against 2x the issue's share; and, with
+    ``--baseline``, against the issue's worker run on the same topic in this run."""
     n_models = int(conf.split()[0])
     if ", d=20," not in conf or n_models not in ISSUE_JSON_WORKER or not worker.get("wall"):
         return []
@@ -675,7 +721,7 @@ def json_goal(conf: str, worker: dict[str, Any], raw: dict[str, Any]) -> list[li
         share = worker["wall"] / raw["wall"]
     met = worker["wall"] >= 2 * before
     met_share = share is not None and share >= 2 * share_before
-    return [
+    rows = [
         [
             conf,
             f"JSON worker >= 2x the issue's ({before / 1e3:.0f}k events/s,"
@@ -686,6 +732,18 @@ def json_goal(conf: str, worker: dict[str, Any], raw: dict[str, Any]) -> list[li
             f" share of raw: {'MET' if met_share else 'NOT MET'}",
         ]
     ]
+    if base.get("wall"):
+        by_wall, by_cpu = worker["wall"] / base["wall"], worker["cpu"] / base["cpu"]
+        rows.append(
+            [
+                conf,
+                "JSON worker >= 2x the issue's worker, same topic, same run",
+                f"wall {by_wall:.2f}x, CPU {by_cpu:.2f}x",
+                f"wall: {'MET' if by_wall >= 2 else 'NOT MET'};"
+                f" CPU: {'MET' if by_cpu >= 2 else 'NOT MET'}",
+            ]
+        )
+    return rows
 
 
 if __name__ == "__main__":

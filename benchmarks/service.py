@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import _bench  # before numpy: pins BLAS threads
@@ -203,10 +204,13 @@ def learned(port: int) -> int:
     )
 
 
-def run_worker(settings, n: int, timeout_s: float, on_start=None) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def run_worker(
+    settings, n: int, timeout_s: float, on_start=None, root: Path = ROOT
+) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """Start a worker on the pre-produced topic and follow how many events it has learned
     (its live ``/metrics``), until all ``n`` are learned and checkpointed. ``on_start(proc)``
-    is called once the process runs (peers.py attaches a profiler there)."""
+    is called once the process runs (peers.py attaches a profiler there). ``root``: the
+    tree whose ``service``, ``learners`` and ``clients`` run (peers.py's ``--baseline``)."""
     import redis as redis_lib
 
     from service.embedded import free_port
@@ -218,9 +222,10 @@ def run_worker(settings, n: int, timeout_s: float, on_start=None) -> dict[str, A
     port = free_port()
     env = settings_env(settings, wid)
     env["ONLINEPREDICT_WORKER_METRICS_PORT"] = str(port)
+    env["PYTHONPATH"] = str(root)
     t_start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.worker"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL
+        [sys.executable, "-m", "service.worker"], cwd=root, env=env, stdin=subprocess.DEVNULL
     )
     if on_start is not None:
         on_start(proc)
