@@ -117,6 +117,18 @@ def fmt_ratio(a: float | None, b: float | None) -> str:
     return f"{r:.2f}x" if r < 10 else f"{r:.0f}x"
 
 
+def extract_tree(rev: str, dest: Path | str) -> None:
+    """``service``, ``learners`` and ``clients`` of git revision ``rev`` into ``dest``: the
+    code a before/after comparison runs beside the working tree."""
+    archive = subprocess.run(
+        ["git", "archive", rev, "service", "learners", "clients"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+
+
 def write(path: Path, text: str) -> None:
     _report.write_text(path, text)
     print(f"wrote {path.relative_to(ROOT)}")

@@ -315,18 +315,24 @@ def profiled(path: str) -> Any:
     return attach
 
 
+def another_worker(settings: Any, tag: str, n_models: int, d: int, prefixes: list[str]) -> Any:
+    """Settings for one more worker on the same topic: its own consumer group and key
+    prefix (noted in ``prefixes`` for the clean-up), its models created."""
+    s = settings.model_copy(
+        update={
+            "consumer_group": f"{settings.consumer_group}-{tag}",
+            "key_prefix": f"{settings.key_prefix}{tag}:",
+        }
+    )
+    prefixes.append(s.key_prefix)
+    asyncio.run(create_models(s, n_models, d))
+    return s
+
+
 def profile_worker(settings: Any, n: int, n_models: int, d: int, prefixes: list[str]) -> str:
     """py-spy over a second worker on the same topic (its own group and keys), so the
     profiler does not disturb the measured run; the summary of its samples."""
-    tag = uuid.uuid4().hex[:6]
-    ps = settings.model_copy(
-        update={
-            "consumer_group": f"{settings.consumer_group}-prof{tag}",
-            "key_prefix": f"{settings.key_prefix}prof{tag}:",
-        }
-    )
-    prefixes.append(ps.key_prefix)
-    asyncio.run(create_models(ps, n_models, d))
+    ps = another_worker(settings, f"prof{uuid.uuid4().hex[:6]}", n_models, d, prefixes)
     raw_path = str(RESULTS / "peers-worker.raw")
     spy = profiled(raw_path)
     _worker(ps, n, spy)
@@ -435,13 +441,7 @@ def baseline_tree(rev: str) -> Path | None:
     if not rev:
         return None
     tmp = Path(tempfile.mkdtemp(prefix="oppeers-base-"))
-    archive = subprocess.run(
-        ["git", "archive", rev, "service", "learners", "clients"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+    _bench.extract_tree(rev, tmp)
     return tmp
 
 
@@ -482,14 +482,7 @@ def run_config(args, bootstrap, redis, run, tag, conf, n, n_models, d, prefixes)
     add("raw consume + orjson.loads", asyncio.run(raw_consume(settings, n, decode="orjson")))
     add("onlinepredict worker (pa, defaults)", _worker(settings, n, None))
     if args.baseline_root is not None and d == 20:
-        bs = settings.model_copy(
-            update={
-                "consumer_group": f"{settings.consumer_group}-base",
-                "key_prefix": f"{settings.key_prefix}base:",
-            }
-        )
-        prefixes.append(bs.key_prefix)
-        asyncio.run(create_models(bs, n_models, d))
+        bs = another_worker(settings, "base", n_models, d, prefixes)
         add(
             f"{BASELINE_ROW} ({args.baseline}, pa, defaults)",
             _worker(bs, n, None, args.baseline_root),

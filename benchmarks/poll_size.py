@@ -28,7 +28,7 @@ from typing import Any
 
 import _bench  # before numpy: pins BLAS threads
 
-from benchmarks.peers import create_events_topic, create_models, json_records
+from benchmarks.peers import another_worker, create_events_topic, json_records
 from benchmarks.service import make_settings, run_worker, start_stack
 
 DIM = 20
@@ -59,16 +59,9 @@ def main() -> None:
         for rnd in range(args.rounds):
             for n_models, (settings, n) in topics.items():
                 for size in sizes:
-                    tag = uuid.uuid4().hex[:6]
-                    s = settings.model_copy(
-                        update={
-                            "consumer_group": f"{settings.consumer_group}-{tag}",
-                            "key_prefix": f"{settings.key_prefix}{tag}:",
-                            "max_poll_records": size,
-                        }
-                    )
-                    prefixes.append(s.key_prefix)
-                    asyncio.run(create_models(s, n_models, args.dim))
+                    s = another_worker(
+                        settings, uuid.uuid4().hex[:6], n_models, args.dim, prefixes
+                    ).model_copy(update={"max_poll_records": size})
                     r = run_worker(s, n, TIMEOUT_S)
                     wall, cpu = r["events"] / r["wall"], r["events"] / r["cpu"]
                     print(

@@ -162,13 +162,12 @@ def main() -> None:
     trees: dict[str, str] = {"working tree": str(ROOT)}
     with tempfile.TemporaryDirectory(prefix="hj-worker-loop-") as tmp:
         if args.baseline:
-            archive = subprocess.run(
-                ["git", "archive", args.baseline, "service", "learners", "clients"],
-                cwd=ROOT,
-                check=True,
-                capture_output=True,
-            ).stdout
-            subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+            # here, not at the top: this tree goes first on sys.path, and the children that
+            # measure the baseline import this file
+            sys.path.insert(0, str(ROOT))
+            from benchmarks._bench import extract_tree
+
+            extract_tree(args.baseline, tmp)
             trees[f"at {args.baseline}"] = tmp
         got: dict[tuple[str, int], list[float]] = {}
         for _ in range(args.rounds):  # in turns: the machine is shared

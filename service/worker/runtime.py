@@ -253,10 +253,9 @@ class ModelRuntime:
         batch (``learn_many`` refuses it or stops part-way, the statistics fail, a value
         turns non-finite), the model is put back as it was and the whole group goes through
         ``handle`` one by one, which finds and rejects the bad events. A group longer than
-        the seen window is handled in slices of that length, one after the other (the plan
-        assumes no id enters and leaves the window within it); before, it went event by
-        event, and a worker polling 12,000 records of one model with the window at 10,000
-        learned at less than half its rate (benchmarks/README.md, "Larger polls").
+        the seen window is handled in slices of that length, one after the other: the plan
+        assumes no id enters and leaves the window within it, and event by event a poll
+        longer than the window learned at half the rate (benchmarks/README.md, "Larger polls").
         """
         if self.halted is not None:
             return [(SKIPPED, "")] * len(items)
