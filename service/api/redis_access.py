@@ -81,18 +81,20 @@ return 1
 
 
 # The predict hot path in one round trip: the spec's SHA-1 the API process has validated the
-# request against (ARGV[1]), the checkpoint version, and the batch stored with that version.
-# KEYS: spec, state, then the batch record (all in the model's {id} slot); ARGV: spec sha1,
-# ttl, then as _STORE_BATCH. Returns nil when the model does not exist (nothing stored),
-# {version} when stored, {version, spec} when the stored spec is not the one the request
-# was checked against (nothing stored: check again).
+# request against (ARGV[1]), the checkpoint version and write token, and the batch stored with
+# that version. KEYS: spec, state, then the batch record (all in the model's {id} slot); ARGV:
+# spec sha1, ttl, then as _STORE_BATCH. Returns nil when the model does not exist (nothing
+# stored), {version, token} when stored, {version, token, spec} when the stored spec is not
+# the one the request was checked against (nothing stored: check again). The token names the
+# state exactly: a Redis that lost writes hands the same version numbers out again.
 _PREDICT = _STORE_BATCH + """
 local spec = redis.call('GET', KEYS[1])
 if not spec then return nil end
-local version = redis.call('HGET', KEYS[2], 'version') or '0'
-if redis.sha1hex(spec) ~= ARGV[1] then return {version, spec} end
+local head = redis.call('HMGET', KEYS[2], 'version', 'token')
+local version, token = head[1] or '0', head[2] or ''
+if redis.sha1hex(spec) ~= ARGV[1] then return {version, token, spec} end
 store(KEYS[3], version)
-return {version}
+return {version, token}
 """
 
 # Claim row ARGV[1] of a batch record for its label: _CLAIM's protocol with the row's own
@@ -198,11 +200,19 @@ class RedisAccess:
     async def version(self, model: str) -> int:
         return await read_version(self.redis, self.keys, model)
 
-    async def checkpoint(self, model: str) -> tuple[bytes | None, int]:
-        """The state blob and its version, read together (one atomic HMGET)."""
-        blob, version = await self.redis.hmget(self.keys.state(model), ["state", "version"])
+    async def head(self, model: str) -> tuple[int, str]:
+        """The checkpoint's version and write token (``(0, "")`` without one)."""
+        version, token = await self.redis.hmget(self.keys.state(model), ["version", "token"])
+        return int(version or 0), as_text(token or b"")
+
+    async def checkpoint(self, model: str) -> tuple[bytes | None, int, str]:
+        """The state blob, its version and write token, read together (one atomic HMGET)."""
+        blob, version, token = await self.redis.hmget(
+            self.keys.state(model), ["state", "version", "token"]
+        )
         # The pool is bytes-mode (decode_responses=False): the blob comes back as bytes.
-        return (blob.encode() if isinstance(blob, str) else blob), int(version or 0)
+        blob = blob.encode() if isinstance(blob, str) else blob
+        return blob, int(version or 0), as_text(token or b"")
 
     async def status(self, model: str) -> dict[str, int | float | str | None]:
         return (await self.statuses([model]))[model]
@@ -257,14 +267,15 @@ class RedisAccess:
         X: np.ndarray | None,
         hints: Sequence[float | None],
         ttl_s: int,
-    ) -> tuple[int, bytes | None] | None:
+    ) -> tuple[int, str, bytes | None] | None:
         """The predict hot path's one round trip: store the batch (as ``save_predictions``)
         with the current checkpoint version, provided the stored spec's SHA-1 is
         ``spec_sha1`` (and ``X``, the rows, is given with it).
 
-        None: no such model (nothing stored). ``(version, None)``: stored with ``v =
-        version``. ``(version, spec)``: the stored spec is another one (or ``spec_sha1`` is
-        empty), nothing stored; here are its bytes to check the request against."""
+        None: no such model (nothing stored). ``(version, token, None)``: stored with ``v =
+        version``; ``token`` is that checkpoint's write token. ``(version, token, spec)``:
+        the stored spec is another one (or ``spec_sha1`` is empty), nothing stored; here are
+        its bytes to check the request against."""
         keys = [self.keys.spec(model), self.keys.state(model)]
         args: list[str | bytes | int] = [spec_sha1, ttl_s, repr(time.time())]
         if spec_sha1:
@@ -280,7 +291,7 @@ class RedisAccess:
             res = await self._predict(keys=keys, args=args)
         if res is None:
             return None
-        return int(res[0]), (res[1] if len(res) > 1 else None)
+        return int(res[0]), as_text(res[1]), (res[2] if len(res) > 2 else None)
 
     async def claim_prediction(
         self, model: str, prediction_id: str, y_json: str, idempotency_key: str | None

@@ -1,5 +1,10 @@
 """Learners served by the API: rebuilt from the latest checkpoint, cached in-process, and
-refreshed when the checkpoint's version (or the spec) changes."""
+refreshed when the checkpoint's write token (or version, or the spec) changes.
+
+The cache keys on the write token, not on the version alone: a Redis that lost writes (a
+restart from an older snapshot, a failover) hands the same version numbers out again for
+other states, and a model idle afterwards would be served the lost state for good
+(docs/reliability.md, "Redis loses writes")."""
 
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ class CheckpointUnreadable(RuntimeError):
 class Served:
     learner: learners.Learner
     version: int  # 0: no checkpoint yet, a fresh learner from the spec
+    token: str = ""  # the checkpoint's write token ("" without one): names the state exactly
 
 
 def build_learner(spec: ModelSpec) -> learners.Learner:
@@ -100,14 +106,18 @@ class ModelCache:
         self._size = size
         self._entries: OrderedDict[str, tuple[str, Served]] = OrderedDict()
 
-    async def get(self, spec: ModelSpec, version: int | None = None) -> Served:
-        """The learner at the latest checkpoint: one HGET when the cached version is current,
-        none when the caller read ``version`` already (a newer checkpoint is loaded then)."""
+    async def get(
+        self, spec: ModelSpec, version: int | None = None, token: str | None = None
+    ) -> Served:
+        """The learner at the latest checkpoint: one HMGET when the cached state is current,
+        none when the caller read ``version`` and ``token`` already (another checkpoint is
+        loaded then). A cached learner is served only for the same version *and* write
+        token."""
         fp = _fingerprint(spec)
-        if version is None:
-            version = await self._store.version(spec.id)
+        if version is None or token is None:
+            version, token = await self._store.head(spec.id)
         hit = self._entries.get(spec.id)
-        if hit is not None and hit[0] == fp and hit[1].version == version:
+        if hit is not None and hit[0] == fp and hit[1].version == version and hit[1].token == token:
             self._entries.move_to_end(spec.id)
             return hit[1]
         served = await self._load(spec)
@@ -121,9 +131,9 @@ class ModelCache:
         self._entries.pop(model, None)
 
     async def _load(self, spec: ModelSpec) -> Served:
-        blob, version = await self._store.checkpoint(spec.id)
+        blob, version, token = await self._store.checkpoint(spec.id)
         if blob is None:
-            return Served(build_learner(spec), version)
+            return Served(build_learner(spec), version, token)
         try:
             learner = learners.load_state(learners.decode_state(blob))
         except (StateCodecError, ValueError, TypeError, KeyError) as exc:
@@ -143,5 +153,5 @@ class ModelCache:
                 spec.kind,
                 spec.dim,
             )
-            return Served(build_learner(spec), version)
-        return Served(learner, version)
+            return Served(build_learner(spec), version, token)
+        return Served(learner, version, token)

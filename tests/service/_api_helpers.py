@@ -88,9 +88,11 @@ def write_state(
     applied: int = 0,
     stats: bytes = b"",
     figures: bytes = b"",
+    token: str = "",
 ) -> int:
     """Checkpoint ``learner`` as the worker would (``figures`` empty: as a worker from
-    before the ``figures`` field did); returns the new version."""
+    before the ``figures`` field did; ``token``: the write's token, none by default, so
+    the next write needs none either); returns the new version."""
     write = CheckpointWrite(
         model=model,
         topic=settings.events_topic,
@@ -100,6 +102,7 @@ def write_state(
         expected_version=expected_version,
         stats=stats,
         figures=figures,
+        token=token,
     )
 
     async def go(redis: Redis, keys: Keys) -> int:

@@ -309,7 +309,7 @@ def test_predict_stores_the_version_that_served_it(api_settings: Settings) -> No
     from service.api.serving import ModelCache
 
     class Late(ModelCache):
-        async def get(self, spec, version=None):  # type: ignore[no-untyped-def]
+        async def get(self, spec, version=None, token=None):  # type: ignore[no-untyped-def]
             # The worker writes checkpoint version+1 right after the version was read.
             weights = pa_with_weights([0.0, 0.0, 1.0])
             await run_in_threadpool(write_state, api_settings, spec.id, weights, version, 1)

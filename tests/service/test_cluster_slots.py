@@ -127,7 +127,7 @@ async def _exercise(client: Any, keys: Keys) -> None:
         await access.save_predictions(model, b1, rows, [None, 0.5], 2, 60)
         sha = hashlib.sha1(registry._encode(spec).encode()).hexdigest()
         stored = await access.store_checked_predictions(model, sha, b2, rows[1:], [None], 60)
-        assert stored == (2, None)
+        assert stored is not None and (stored[0], stored[2]) == (2, None) and stored[1]
         claim = await access.claim_prediction(model, f"{b1}.1", "1.0", None)
         assert claim is not None and claim.state == "new"
         assert (claim.x, claim.hint) == ([3.0, 4.0], 0.5)

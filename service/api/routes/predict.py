@@ -22,7 +22,7 @@ This is the API's hot path, kept lean after profiling (``benchmarks/predict.py``
   and stores nothing);
 * the rows are stored as one record per request (ids ``<batch>.<row>``,
   ``clients.batch_answer``), not one hash per row;
-* the learner is cached per checkpoint version (``ModelCache``); the response is
+* the learner is cached per checkpoint write token (``ModelCache``); the response is
   serialised once with orjson, or, when the client asks for it, written as the compact
   answer (docs/events.md §8, ``service.api.batch_answer``): columns, one batch id.
 """
@@ -109,7 +109,7 @@ async def serve_predictions(
         if res is None:
             specs.forget(model_id)
             raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no model with id {model_id!r}")
-        version, raw = res
+        version, token, raw = res
         if raw is None:
             break
         known = specs.learn(model_id, raw)
@@ -120,7 +120,7 @@ async def serve_predictions(
         X = _matrix(rows) if X is None else X
     assert known is not None and X is not None
     spec = known.spec
-    served = await cache.get(spec, version)
+    served = await cache.get(spec, version, token)
     if not sha1 or served.version != version:
         # The checkpoint moved between the two reads (or the spec kept changing): store the
         # predictions with the version that actually serves them.
