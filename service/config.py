@@ -38,6 +38,13 @@ class Settings(BaseSettings):
     # "cluster": redis_url names one startup node of a Redis Cluster (service/store/connect.py)
     redis_mode: Literal["standalone", "cluster"] = "standalone"
     key_prefix: str = "onlinepredict:"
+    # the embedded redis-server's cap (`onlinepredict up`, the tests; service/embedded/stack.py):
+    # bytes or Redis units ("200mb" = 200 MiB, "2gb", "0" = none); "auto" = a quarter of the
+    # machine's memory, at least 256 MiB, at most 8 GiB. It runs with `noeviction`: full, it
+    # refuses writes (API 503, workers wait; docs/reliability.md, "When Redis is full")
+    redis_maxmemory: str = Field(
+        default="auto", pattern=r"(?i)^\s*(auto|\d+\s*(b|k|kb|m|mb|g|gb)?)\s*$"
+    )
 
     # --- worker ----------------------------------------------------------------------------
     # events between checkpoints: bounds what a crash replays, with commit_interval_s. A
@@ -73,6 +80,9 @@ class Settings(BaseSettings):
     api_key: SecretStr | None = None  # when set, required on every write endpoint
     api_key_on_reads: bool = False
     prediction_ttl_s: int = Field(default=86_400, ge=1)  # how long a prediction waits for its label
+    # predicted rows kept per model for their labels, oldest request dropped first (a label
+    # for a dropped one is a 404 saying so): bounds what predicts can hold in Redis
+    max_predictions: int = Field(default=1_000_000, ge=1)
     # how long an Idempotency-Key's request fingerprint is kept (a reused key with another
     # body is a 422 within it; docs/design.md, "Idempotency-Key")
     idempotency_ttl_s: int = Field(default=86_400, ge=1)

@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from service.api.broker import BrokerUnavailable
 from service.api.schemas import SPEC_DISCRIMINATOR, VECTOR_FORMS
 from service.api.serving import CheckpointUnreadable
+from service.store.connect import is_oom
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,11 @@ class InvalidInput(Exception):
 
 class NotSupported(Exception):
     """The model's learner lacks the capability the endpoint needs (409)."""
+
+
+class RequestTooCostly(Exception):
+    """The request would cost more than ``ONLINEPREDICT_MAX_REQUEST_COST`` (413, refused
+    before any work; ``service/api/cost.py``)."""
 
 
 def _form_tag(parts: list[str], i: int) -> bool:
@@ -108,7 +114,15 @@ async def _not_supported(_: Request, exc: Exception) -> JSONResponse:
     return _error(status.HTTP_409_CONFLICT, str(exc))
 
 
+async def _too_costly(_: Request, exc: Exception) -> JSONResponse:
+    return _error(status.HTTP_413_CONTENT_TOO_LARGE, str(exc))
+
+
 async def _redis_down(request: Request, exc: Exception) -> JSONResponse:
+    if is_oom(exc):  # over its maxmemory (noeviction): refused, nothing half-written
+        logger.warning("Redis full on %s %s: %s", request.method, request.url.path, exc)
+        detail = "Redis is full (over its memory limit): nothing was stored; retry later"
+        return _error(status.HTTP_503_SERVICE_UNAVAILABLE, detail, RETRY)
     logger.warning("Redis unavailable on %s %s: %s", request.method, request.url.path, exc)
     return _error(status.HTTP_503_SERVICE_UNAVAILABLE, f"Redis unavailable: {exc}", RETRY)
 
@@ -133,6 +147,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(InvalidInput, _invalid_input)
     app.add_exception_handler(NotSupported, _not_supported)
+    app.add_exception_handler(RequestTooCostly, _too_costly)
     app.add_exception_handler(RedisError, _redis_down)
     # a cluster shard without a master (a failover under way) is not a RedisError
     app.add_exception_handler(SlotNotCoveredError, _redis_down)

@@ -12,7 +12,7 @@ Failures look like redis-py's, so the API's handlers map them the same way (503)
 ``redis.exceptions.ConnectionError`` when the server cannot be reached or the connection
 drops (every command in flight fails; the next call reconnects), ``TimeoutError`` after
 ``socket_timeout`` (the connection is closed, since later replies could no longer be
-matched), ``ResponseError``/``NoScriptError`` for an error reply.
+matched), ``ResponseError``/``NoScriptError``/``OutOfMemoryError`` for an error reply.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import hiredis
 from redis.asyncio.connection import parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError, OutOfMemoryError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 
@@ -134,6 +134,8 @@ class RedisPipe:
             message = str(reply)
             if message.startswith("NOSCRIPT"):
                 raise NoScriptError(message)
+            if message.startswith("OOM "):  # as redis-py's parser maps it
+                raise OutOfMemoryError(message[4:])
             raise ResponseError(message)
         return reply
 

@@ -230,6 +230,42 @@ def start_broker(
     return EmbeddedProcess("tansu", host, port, proc, f"{host}:{port}")
 
 
+# Redis's memory units (redis.conf): k/m/g are powers of 1000, kb/mb/gb of 1024
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 2**10, "m": 10**6, "mb": 2**20, "g": 10**9, "gb": 2**30}
+AUTO_SHARE = 4  # "auto": a quarter of the machine's memory ...
+AUTO_FLOOR = 256 * 2**20  # ... at least 256 MiB (a small VM still runs the demo) ...
+AUTO_CAP = 8 * 2**30  # ... at most 8 GiB (the machine is shared with the API and workers)
+
+
+def physical_memory() -> int:
+    """Bytes of physical memory (0 when the platform does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def maxmemory_bytes(value: str | int | None = None) -> int:
+    """The embedded Redis's ``maxmemory`` in bytes: ``value`` (an int, or a string such as
+    ``"200mb"``, Redis's units: ``mb`` = MiB, ``m`` = 10**6; ``"0"``: no cap) or, when None,
+    ``ONLINEPREDICT_REDIS_MAXMEMORY``; ``"auto"`` (the default): a quarter of physical
+    memory, at least 256 MiB and at most 8 GiB."""
+    if value is None:
+        value = os.environ.get("ONLINEPREDICT_REDIS_MAXMEMORY") or "auto"
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"maxmemory {value} < 0")
+        return value
+    text = value.strip().lower()
+    if text == "auto":
+        return min(max(physical_memory() // AUTO_SHARE, AUTO_FLOOR), AUTO_CAP)
+    digits = text.rstrip("kmgb").strip()
+    unit = text[len(text.rstrip("kmgb")) :]
+    if not digits.isdigit() or unit not in _UNITS:
+        raise ValueError(f"maxmemory {value!r}: expected bytes, '200mb'-style units or 'auto'")
+    return int(digits) * _UNITS[unit]
+
+
 def start_redis(
     host: str = "127.0.0.1",
     port: int | None = None,
@@ -238,13 +274,20 @@ def start_redis(
     persist: bool = False,
     timeout: float = START_TIMEOUT_S,
     log_path: str | None = None,
+    maxmemory: str | int | None = None,
 ) -> EmbeddedProcess:
     """Start ``redis-server`` on host:port (a free port if None) and wait for ``PING``.
 
     ``persist=True`` turns on the append-only file (fsync always) in ``data_dir``, so a
     restart on the same ``data_dir`` keeps every acknowledged write. Without ``data_dir``
     a temporary directory is used and removed on ``stop()``.
+
+    It runs with ``maxmemory`` (:func:`maxmemory_bytes`: the argument, else
+    ``ONLINEPREDICT_REDIS_MAXMEMORY``, else sized to the machine) and the ``noeviction``
+    policy: a full Redis refuses writes rather than evict a checkpoint or a dedupe window
+    (docs/reliability.md, "When Redis is full").
     """
+    cap = maxmemory_bytes(maxmemory)
     port = port or free_port(host)
     cleanup: list[str] = []
     if data_dir is None:
@@ -270,6 +313,10 @@ def start_redis(
         "always",
         "--logfile",
         log_path or "",
+        "--maxmemory",
+        str(cap),
+        "--maxmemory-policy",
+        "noeviction",
     ]
     proc = _spawn(cmd)  # it writes its own --logfile
     _wait(proc, lambda: redis_answers(host, port), f"redis-server on {host}:{port}", timeout)

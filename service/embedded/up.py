@@ -180,6 +180,7 @@ class Stack:
                 data_dir=str(data),
                 persist=True,
                 log_path=log,
+                maxmemory=self.settings.redis_maxmemory,
             )
         )
         return "started"

@@ -24,11 +24,25 @@ from typing import Any, TypeAlias
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterPipeline, RedisCluster
 from redis.commands.core import AsyncScript
+from redis.exceptions import OutOfMemoryError, ResponseError
 
 from service.config import Settings
 
 # What the store functions accept: either client (and their pipelines, as ``Any``).
 RedisClient: TypeAlias = Redis | RedisCluster
+
+
+OOM_TEXT = "OOM command not allowed"  # a script's write refused: ERR Error running script ...
+
+
+def is_oom(exc: BaseException) -> bool:
+    """Redis refused a write for memory (over ``maxmemory`` with ``noeviction``): a command's
+    ``-OOM`` reply (redis-py's ``OutOfMemoryError``), or a script's first write refused, which
+    Redis 6 reports as ``ERR Error running script ... -OOM command not allowed ...``. Redis
+    checks memory at a script's first write only, so a refused script wrote nothing."""
+    return isinstance(exc, ResponseError) and (
+        isinstance(exc, OutOfMemoryError) or OOM_TEXT in str(exc)
+    )
 
 
 def redis_client(settings: Settings, **options: Any) -> RedisClient:

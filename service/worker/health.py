@@ -1,8 +1,9 @@
 """The worker's own HTTP endpoint (``worker_metrics_port`` > 0): ``/healthz`` and ``/metrics``.
 
-``/healthz`` answers 200 while the poll loop turns (a worker stuck waiting for Redis
-longer than ``STALE_S`` answers 503); ``/metrics`` exposes the worker's counters, the
-update/checkpoint latency histograms, consumer lag and checkpoint age
+``/healthz`` answers 200 while the poll loop turns (a worker stuck waiting for an
+unreachable Redis longer than ``STALE_S`` answers 503; one waiting for a full Redis to free
+memory answers 200, ``ok: waiting for Redis memory``); ``/metrics`` exposes the worker's
+counters, the update/checkpoint latency histograms, consumer lag and checkpoint age
 (``service.worker.telemetry``), ``onlinepredict_build_info`` and the process metrics
 (``?name[]=`` picks samples by name). The per-model learning metrics come from the API's
 ``/metrics`` (they live in Redis).
@@ -87,7 +88,12 @@ class WorkerCollector:
             ),
             ("voided_stamps", "Stamps found void (the log was reset)."),
             ("log_resets", "Partitions whose records changed under the running worker."),
-            ("redis_retries", "Redis operations retried while Redis was unreachable."),
+            ("redis_retries", "Redis operations retried while Redis was unreachable or full."),
+            (
+                "redis_oom_retries",
+                "Redis operations retried because Redis refused a write for memory"
+                " (over its maxmemory).",
+            ),
         ):
             fam = CounterMetricFamily(f"onlinepredict_worker_{name}", help_text)
             fam.add_metric([], float(getattr(st, name)))
@@ -167,9 +173,12 @@ async def serve_health(worker: Watched, port: int, host: str = "0.0.0.0") -> asy
                     "text/plain; version=0.0.4",
                 )
             elif path.startswith("/healthz"):
-                fresh = worker.clock() - worker.last_poll < STALE_S
+                # waiting for a full Redis to free memory is no hang: a restart cannot help
+                full = worker.stats.redis_full > 0
+                fresh = full or worker.clock() - worker.last_poll < STALE_S
                 status = "200 OK" if fresh else "503 Service Unavailable"
-                body, ctype = (b"ok\n" if fresh else b"stalled\n"), "text/plain"
+                body = b"ok: waiting for Redis memory\n" if full else b"ok\n"
+                body, ctype = (body if fresh else b"stalled\n"), "text/plain"
             else:
                 status, body, ctype = "404 Not Found", b"not found\n", "text/plain"
             head = (

@@ -51,7 +51,9 @@ class WorkerStats:
     checkpoints: int = 0
     conflicts: int = 0
     voided_stamps: int = 0
-    redis_retries: int = 0
+    redis_retries: int = 0  # every retry: Redis unreachable or full
+    redis_oom_retries: int = 0  # of which Redis refused a write for memory (over maxmemory)
+    redis_full: int = 0  # 1 while a write waits for Redis memory (a gauge, not a counter)
     redelivered: int = 0  # records the client handed out twice (dropped)
     log_resets: int = 0  # partitions whose records changed under the worker (audit.py)
 

@@ -1,5 +1,6 @@
 """The ``ModelStore`` port on Redis: ``service.store``'s functions, each call retried while
-Redis is unreachable (docs/reliability.md, "Stopping")."""
+Redis is unreachable (docs/reliability.md, "Stopping") or full (it refuses writes over its
+``maxmemory``: docs/reliability.md, "When Redis is full")."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from redis.exceptions import (
     BusyLoadingError,
     ClusterDownError,
     RedisError,
+    ResponseError,
     SlotNotCoveredError,
     TryAgainError,
 )
@@ -39,7 +41,7 @@ from service.store.checkpoints import (
     read_states,
     write_checkpoints,
 )
-from service.store.connect import RedisClient, redis_client, store_epoch
+from service.store.connect import RedisClient, is_oom, redis_client, store_epoch
 from service.store.keys import Keys
 from service.store.seen import SeenRecords
 from service.worker.ports import StoredModels, StoreUnavailable
@@ -74,7 +76,13 @@ class StopAwareRetry:
     is stopping, give up once Redis has been down for half the stop bound (not
     checkpointing is safe: the events are replayed); a stop request wakes the backoff at
     once. ``Retry`` pauses with ``asyncio.sleep``, which nothing can wake, so its own
-    backoff is ``NoBackoff`` and the pause is taken in its failure hook instead."""
+    backoff is ``NoBackoff`` and the pause is taken in its failure hook instead.
+
+    A write refused for memory (``is_oom``) is retried the same way: the operation runs
+    again unchanged (the same checkpoint writes, stamps and tokens), so nothing is lost or
+    doubled, and the worker learns on once memory frees. Any other error reply is raised.
+    One WARNING when such an episode starts, one INFO when it ends; ``stats.redis_full`` is
+    1 meanwhile (the health endpoint then stays 200: waiting for memory is no hang)."""
 
     def __init__(
         self,
@@ -89,8 +97,12 @@ class StopAwareRetry:
         self.stopping = stopping
         self.clock = clock
         self.grace = STOPPING_SHARE * stop_timeout_s
-        self.retry = Retry(NoBackoff(), retries=-1, supported_errors=REDIS_DOWN)
+        errors = (*REDIS_DOWN, ResponseError)  # error replies other than OOM re-raised below
+        self.retry = Retry(NoBackoff(), retries=-1, supported_errors=errors)
         self.backoff = ExponentialBackoff(cap=max_delay_s, base=FIRST_DELAY_S / 2)
+        self.max_delay_s = max_delay_s
+        self.full_since: float | None = None  # clock() when Redis first refused for memory
+        self.full_retries = 0  # retries in the current episode
 
     async def call(self, op: Callable[[], Awaitable[T]], what: str) -> T:
         waited = 0.0
@@ -98,10 +110,15 @@ class StopAwareRetry:
 
         async def pause(exc: Exception, failures: int) -> None:
             nonlocal waited
+            oom = is_oom(exc)
+            if isinstance(exc, ResponseError) and not oom:
+                raise exc
             self.stats.redis_retries += 1
+            if oom:
+                self._full(what)
             if stopping.is_set() and waited >= self.grace:
                 raise StoreUnavailable(f"{what}: Redis unavailable ({exc})") from exc
-            if self.stats.redis_retries % 20 == 1:
+            if not oom and self.stats.redis_retries % 20 == 1:
                 logger.warning("%s: Redis unavailable (%s); retrying", what, exc)
             # 2**failures overflows a float after ~1000 failures; the cap is hit long before
             delay = self.backoff.compute(min(failures, 64))
@@ -113,7 +130,35 @@ class StopAwareRetry:
                     await asyncio.wait_for(stopping.wait(), delay)
             waited += self.clock() - started
 
-        return await self.retry.call_with_retry(op, pause, with_failure_count=True)
+        result = await self.retry.call_with_retry(op, pause, with_failure_count=True)
+        if self.full_since is not None:
+            self._accepted()
+        return result
+
+    def _full(self, what: str) -> None:
+        self.stats.redis_oom_retries += 1
+        self.full_retries += 1
+        if self.full_since is None:
+            self.full_since = self.clock()
+            self.stats.redis_full = 1
+            logger.warning(
+                "%s: Redis is full (over its maxmemory, refusing writes); learning waits,"
+                " retrying every <= %.1f s until memory frees (docs/reliability.md,"
+                ' "When Redis is full")',
+                what,
+                self.max_delay_s,
+            )
+
+    def _accepted(self) -> None:
+        assert self.full_since is not None
+        logger.info(
+            "Redis accepts writes again after %.1f s full (%d retries)",
+            self.clock() - self.full_since,
+            self.full_retries,
+        )
+        self.full_since = None
+        self.full_retries = 0
+        self.stats.redis_full = 0
 
 
 class RedisStore:
