@@ -12,7 +12,7 @@ from service.worker.context import WorkerContext
 from service.worker.divergence import matches, resume_offset
 from service.worker.events import raw_event_id
 from service.worker.ports import CommitFailed, Record, TopicPartition
-from service.worker.runtime import load_models
+from service.worker.runtime import ModelRuntime, load_models
 
 logger = logging.getLogger(__name__)
 
@@ -160,12 +160,18 @@ class Checkpointer:
             offset,
         )
 
-    async def resync(self, model: str) -> None:
+    async def resync(self, model: str, marker: Stamp | None = None) -> None:
         """Replace the in-memory model by its stored checkpoint and rewind its partition.
 
         Used when a checkpoint write lost the version check (another writer, a rollback or
-        a deletion happened): the stored state wins and the events after its stamp are
-        replayed.
+        a deletion happened), when the store lost writes, or at another incarnation's
+        ``marker``: the stored state wins and the events after its stamp are replayed.
+
+        Unless the store holds an incarnation older than one the log or this worker has
+        already seen (a Redis restored from before a delete + re-create): replaying would
+        meet the newer marker again and reload again, for ever, and the partition's other
+        models would never get past it. That model stops learning instead, with the reason
+        in its status (docs/reliability.md, "A store older than the log").
         """
         models = self.ctx.models
         old = models.pop(model, None)
@@ -176,6 +182,16 @@ class Checkpointer:
             logger.warning("model %r is gone from the registry; dropped", model)
             return
         rt = loaded[model]
+        stale = _stale_incarnation(rt, old, marker)
+        if stale is not None:
+            if old is not None and old.halted is not None and old.origin == rt.origin:
+                models[model] = old  # halted for this stored spec already (a re-delivery)
+                return
+            rt.halted = stale
+            models[model] = rt
+            logger.error("%s", stale)
+            await self.ctx.store.note_halted(model, stale)
+            return
         models[model] = rt
         ref = rt.stamp or (old.stamp if old else None)
         if ref is None:
@@ -227,3 +243,36 @@ class Checkpointer:
         mapping = {k: str(v) for k, v in fields.items()}
         mapping["updated_at"] = repr(time.time())
         return mapping
+
+
+def _stale_incarnation(
+    rt: ModelRuntime, old: ModelRuntime | None, marker: Stamp | None
+) -> str | None:
+    """Why the stored model ``rt`` cannot be reconciled with the log, or None: its spec's
+    origin is older than a creation marker just read (``marker``, whose replay it does not
+    reach) or than the incarnation this worker held (``old``), on the same partition. Only
+    a store that lost a delete + re-create holds that (an origin is written once, after its
+    marker, and a later creation's marker is always later in the log)."""
+    newer = marker
+    if newer is None and old is not None and old.incarnation != rt.incarnation:
+        newer = old.origin
+    if newer is None:
+        return None
+    origin, stamp = rt.origin, rt.stamp
+    if origin is not None and (
+        origin.partition != newer.partition or origin.offset >= newer.offset
+    ):
+        return None  # the stored incarnation is this one or a later one
+    if stamp is not None and stamp.partition == newer.partition and stamp.offset >= newer.offset:
+        return None  # its stamp is past the marker: replaying never meets it again
+    return (
+        f"model {rt.model!r}: the store holds an older incarnation of it (origin"
+        f" {_at(origin)}) than the creation marker at {_at(newer)} the log holds (Redis"
+        " restored from before a delete + re-create, or a create of the same id that lost"
+        " a race); it stopped learning, its partition goes on. Delete and re-create it"
+        " (POST /v1/models), or delete it"
+    )
+
+
+def _at(stamp: Stamp | None) -> str:
+    return "none" if stamp is None else f"{stamp.partition}@{stamp.offset}"

@@ -378,7 +378,7 @@ async def _created(w: Worker, tp: TopicPartition, rec: Record, ev: Event) -> Non
     if rt is None or rt.covers(tp.partition, rec.offset) or rt.foreign(tp.partition):
         return
     if rt.origin is None or rt.origin.event_id != ev.id:
-        await w.checkpoint.resync(ev.model)
+        await w.checkpoint.resync(ev.model, Stamp(tp.partition, rec.offset, ev.id))
 
 
 def _quiet(what: str) -> None:
