@@ -147,6 +147,7 @@ async def serve_predictions(
         preds, probas = run() if len(rows) < THREAD_BATCH else await run_in_threadpool(run)
     except Unanswerable as exc:  # e.g. a transductive model asked outside its block
         raise InvalidInput(f"model {model_id!r} cannot predict these rows: {exc}") from None
+    check_finite_predictions(model_id, preds, X, what)
     if type(preds) is np.ndarray:
         return Response(values_answer(preds, batch, served.version), media_type=ANSWER_CONTENT_TYPE)
     if compact and (body := compact_answer(preds, probas, batch, served.version)) is not None:
@@ -154,6 +155,43 @@ async def serve_predictions(
     ids = prediction_ids(batch, len(rows))
     payload = {"predictions": _outputs(preds, ids, probas), "model_version": served.version}
     return Response(orjson.dumps(payload), media_type="application/json")
+
+
+def check_finite_predictions(
+    model_id: str, preds: np.ndarray | Sequence[Prediction], X: np.ndarray, what: str
+) -> None:
+    """``InvalidInput`` (a 422 that says why) when a prediction or score is not finite: the
+    row's scale is beyond what the model can answer (JSON has no inf; ``null`` would read as
+    an answer). Cheap when all is well: one sum of the values (finite sum, finite terms)."""
+    if type(preds) is np.ndarray:
+        if math.isfinite(float(preds.sum())):
+            return
+        bad = next(i for i, v in enumerate(preds.tolist()) if not math.isfinite(v))
+        value: Any = preds[bad]
+    else:
+        values = [p.value for p in preds]
+        numeric = all(type(v) is float for v in values)
+        if numeric and math.isfinite(sum(values)) and all(p.scores is None for p in preds):
+            return
+        bad = next((i for i, p in enumerate(preds) if not _finite_prediction(p)), -1)
+        if bad < 0:
+            return
+        value = preds[bad].value
+    row = X[bad]
+    big = float(np.abs(row).max()) if row.size else 0.0
+    where = "" if what == "x" else f" for row {bad}"
+    raise InvalidInput(
+        f"model {model_id!r}: the prediction{where} is not finite ({value}): the input's"
+        f" largest |x| is {big:.3g}, beyond the scale this model can answer in floating point;"
+        ' send values on the scale it learned (docs/reliability.md, "The guard")'
+    )
+
+
+def _finite_prediction(p: Prediction) -> bool:
+    v = p.value
+    if isinstance(v, float | np.floating) and not math.isfinite(v):
+        return False
+    return not p.scores or all(math.isfinite(float(s)) for s in p.scores.values())
 
 
 def _outputs(preds: Sequence[Prediction], ids: Sequence[str], probas: list | None) -> list:  # type: ignore[type-arg]
