@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from learners.base import StateSize, StepReports
+from service.metrics.guard import ScaleGuard
 from service.metrics.regret import RegretTracker
 
 WINDOW = 100  # events in the sliding tracking-error window
@@ -46,15 +47,19 @@ class RunningStats:
         tracked = task == "regression" and dim <= REGRET_MAX_DIM
         self.regret = RegretTracker(dim) if tracked else None
         self.last: dict[str, float] = {}  # the last step's learner diagnostics
+        # the worker's scale guard (service/metrics/guard.py): checkpointed with these
+        # figures, put back with them by the fault boundary
+        self.scale: ScaleGuard | None = None
 
     @staticmethod
     def state_size(task: str, dim: int, window: int = WINDOW) -> StateSize:
         """The bytes of the arrays ``state()`` checkpoints, before any exists: the ring of
         ``window`` squared errors and, for regression up to ``REGRET_MAX_DIM``, the regret
-        sums A (d x d) and b (d). The last step's diagnostics (a few numbers) are not counted."""
+        sums A (d x d) and b (d), and the scale guard's two sums per column (16 x d). The last
+        step's diagnostics (a few numbers) are not counted."""
         if task != "regression" or dim > REGRET_MAX_DIM:
-            return StateSize.of((8 * window, "", 1))
-        return StateSize.of((8, "d^2", dim * dim), (8, "d", dim), (8 * window, "", 1))
+            return StateSize.of((16, "d", dim), (8 * window, "", 1))
+        return StateSize.of((8, "d^2", dim * dim), (24, "d", dim), (8 * window, "", 1))
 
     # ---- updating --------------------------------------------------------------------------
     def update(
@@ -209,6 +214,8 @@ class RunningStats:
                 c=self.regret.c_,
                 rloss=self.regret.loss_,
             )
+        if self.scale is not None:
+            s.update(self.scale.state())
         return s
 
     @classmethod
@@ -229,6 +236,7 @@ class RunningStats:
             rs.regret.b_ = np.array(s["b"], dtype=np.float64)
             rs.regret.c_ = float(s["c"])
             rs.regret.loss_ = float(s["rloss"])
+        rs.scale = ScaleGuard.from_state(rs.dim, s)
         return rs
 
 

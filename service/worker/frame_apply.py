@@ -78,6 +78,8 @@ def _block(rt: ModelRuntime, frame: Frame) -> FrameOutcome:
         hs = None if hs_all is None else (hs_all if whole else [hs_all[i] for i in todo])
         undo = Undo(rt.learner, rt.stats)
         try:
+            if rt.stats.scale is not None:  # a refused row: found and refused one by one
+                rt.stats.scale.admit_many(X, ys)
             reports = rt.learner.learn_many(X, ys, hints=hs)
             rt.stats.update_many(X, ys, reports)
             check_finite(undo, rt.learner, rt.stats)
@@ -115,6 +117,11 @@ def _one_by_one(rt: ModelRuntime, frame: Frame, rows: range) -> FrameOutcome:
         y = ys[i]
         hint = None if hs is None else hs[i]
         undo = Undo(rt.learner, rt.stats)
+        refused = rt.guard(x, y)
+        if refused is not None:
+            rt._reject(refused)
+            out.rejected.append((i, refused))
+            continue
         try:
             report = rt.learner.learn(x, y, hint=hint)
         except ValueError as exc:

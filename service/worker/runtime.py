@@ -29,6 +29,7 @@ from clients import wire
 from learners.base import StepReport
 from learners.codec import decode_state, encode_state
 from service.metrics import figures
+from service.metrics.guard import Refused, ScaleGuard
 from service.metrics.running import RunningStats
 from service.store.checkpoints import (
     CheckpointWrite,
@@ -84,6 +85,9 @@ class ModelRuntime:
     # service/worker/divergence.py); its examples are skipped until a rollback or a new
     # incarnation, its stamp stays where it is
     halted: str | None = None
+    # the counters (applied, rejected) it was loaded with: the recent refused share counts
+    # from there (service/worker/refusals.py)
+    loaded_counts: tuple[int, int] = (0, 0)
     _features: dict[str, int] | None = None  # the spec's feature name -> position, once used
 
     def __post_init__(self) -> None:
@@ -140,6 +144,7 @@ class ModelRuntime:
             kind, dim, pre = str(spec["kind"]), int(spec["dim"]), spec.get("preprocess")
             learner = learners.build(kind, dim, pre, **spec.get("params", {}))
             stats = RunningStats(learner.task, learner.dim)
+            stats.scale = ScaleGuard.for_kind(kind, learner.task, learner.dim)
             # a new incarnation covers everything up to its creation marker
             return cls(
                 model,
@@ -157,6 +162,8 @@ class ModelRuntime:
             if stored.stats
             else RunningStats(learner.task, learner.dim)
         )
+        if stats.scale is None:  # a checkpoint from before the guard: a new warm-up
+            stats.scale = ScaleGuard.for_kind(learner.kind, learner.task, learner.dim)
         rt = cls(
             model,
             spec,
@@ -170,6 +177,7 @@ class ModelRuntime:
             barrier=stored.barrier,
             incarnation=incarnation,
             origin=origin,
+            loaded_counts=(stored.counters.applied, stored.counters.rejected),
         )
         if not isinstance(seen, SeenRecords):
             ids = list(seen)
@@ -218,6 +226,9 @@ class ModelRuntime:
         except ValueError as exc:
             return self._reject(f"model {self.model!r} rejected the event: {exc}")
         undo = Undo(self.learner, self.stats)
+        refused = self.guard(x, event.y)
+        if refused is not None:
+            return self._reject(refused)
         try:
             report = self.learner.learn(x, event.y, hint=event.hint)
         except ValueError as exc:  # the base validates before touching state
@@ -282,6 +293,8 @@ class ModelRuntime:
                 if dict in set(map(type, rows)):  # named x; an unknown name raises here
                     rows = [self._vector(e) for e in todo]
                 X = np.array(rows, dtype=np.float64)
+                if self.stats.scale is not None:  # a refused row: the per-event path says why
+                    self.stats.scale.admit_many(X, [e.y for e in todo])
                 reports = self._learn_batch(X, todo)
                 self.stats.update_many(X, [e.y for e in todo], reports)
                 check_finite(undo, self.learner, self.stats)
@@ -360,6 +373,21 @@ class ModelRuntime:
         if self.seen_keep and len(live_at):
             codes[live_at[self.seen.duplicates(digest[live_at])]] = _DUP
         return codes, digest
+
+    def guard(self, x: Any, y: Any) -> str | None:
+        """The scale guard's refusal of the row (service/metrics/guard.py), or None: its
+        running scales then include the row (the caller's undo puts them back when the
+        learner refuses it after all)."""
+        g = self.stats.scale
+        if g is None:
+            return None
+        try:
+            g.admit(np.asarray(x, dtype=np.float64), y)
+        except Refused as exc:
+            return f"model {self.model!r} refused the event: {exc.reason}"
+        except (TypeError, ValueError, ArithmeticError):
+            return None  # not numbers the guard can read: the learner refuses it, saying why
+        return None
 
     def _vector(self, event: Event) -> list[float]:
         """The event's ``x`` as a list: an object (named x, docs/events.md §1) mapped by the

@@ -39,7 +39,6 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import learners
-from learners import _accel
 from learners.codec import encode_state
 from service.store.checkpoints import ids_sum
 from service.store.keys import Keys
@@ -206,9 +205,10 @@ def test_event_path_property(
 
 # The fuzz's findings, pinned (``(kind, dim, events)``; the last event is valid and must be
 # learned, the others are learned or refused as the kind can; nothing refused leaves a trace).
-# The "poisoned" ones: events within the value bound (|v| <= 1e150) that the kind learns,
-# after which its state is finite but so large or degenerate that a later moderate event
-# overflows or turns it to NaN, so every such event after it was dead-lettered.
+# The "poisoned" ones: events within the value bound (|v| <= 1e150) that the kind learned,
+# after which its state was finite but so large or degenerate that a later moderate event
+# overflowed or turned it to NaN, so every such event after it was dead-lettered. The scale
+# guard (service/metrics/guard.py) now refuses the event that ruined the model.
 FOUND: dict[str, tuple[str, int, list[dict[str, Any]]]] = {
     # the record: OverflowError in RunningStats.update_many killed the worker
     "found-1-pa": (
@@ -282,25 +282,7 @@ FOUND: dict[str, tuple[str, int, list[dict[str, Any]]]] = {
 }
 
 
-RUINED = pytest.mark.xfail(
-    strict=True,
-    reason="a model ruined by its data: the later valid event is refused (docs/reliability.md,"
-    " 'The fault boundary'); passes once the kind keeps learning or the bound refuses the"
-    " event that ruins it",
-)
-
-
-def _marks(name: str) -> Any:
-    if not name.startswith("poisoned"):
-        return ()
-    if name == "poisoned-vaw" and _accel.get() is not None:
-        # found on the numpy path: the compiled kernels sum in another order
-        # (docs/design.md, "Compiled kernels"), and this sequence no longer ruins vaw there
-        return ()
-    return RUINED
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in sorted(FOUND)])
+@pytest.mark.parametrize("name", sorted(FOUND))
 def test_found_sequences(name: str) -> None:
     kind, dim, events = FOUND[name]
     t = target(kind, MODEL, dim)

@@ -46,11 +46,11 @@ def test_vaw_too_big_for_the_budget_is_a_422_naming_formula_and_figure(
     r = client.post("/v1/models", json={"id": mid, "kind": "vaw", "dim": 100_000})
     assert r.status_code == 422, r.text
     detail = r.json()["detail"]
-    # 16 d^2 + 16 d + 16 for VAW, the 800-byte error ring (no regret sums above
-    # REGRET_MAX_DIM): 149.0 GiB
+    # 16 d^2 + 16 d + 16 for VAW, the scale guard's 16 d and the 800-byte error ring (no
+    # regret sums above REGRET_MAX_DIM): 149.0 GiB
     assert detail == (
         "vaw with dim 100000 needs 149.0 GiB of state (16*d^2 + 16*d + 16 bytes for the"
-        " learner + 800 bytes of running statistics); this server's budget"
+        " learner + 16*d + 800 bytes of running statistics); this server's budget"
         " is 256.0 MiB (ONLINEPREDICT_MAX_STATE_BYTES)"
     )
     assert client.get(f"/v1/models/{mid}").status_code == 404  # nothing stored
@@ -96,8 +96,9 @@ def test_small_models_are_still_created(client: TestClient) -> None:
 
 def test_regret_statistics_are_paid_for_up_to_their_bound_only(tiny_client: TestClient) -> None:
     """A regressor keeps the d x d regret sums up to ``REGRET_MAX_DIM`` features (the budget
-    counts them); above, it keeps none and reports no regret (docs/design.md, "Metrics")."""
-    for dim, stats in ((REGRET_MAX_DIM, "8*d^2 + 8*d + 800"), (REGRET_MAX_DIM + 1, "800")):
+    counts them); above, it keeps none and reports no regret (docs/design.md, "Metrics").
+    The scale guard's 16*d is counted for every kind (service/metrics/guard.py)."""
+    for dim, stats in ((REGRET_MAX_DIM, "8*d^2 + 24*d + 800"), (REGRET_MAX_DIM + 1, "16*d + 800")):
         r = tiny_client.post("/v1/models", json={"id": new_id("pa"), "kind": "pa", "dim": dim})
         assert r.status_code == 422, r.text
         assert f"(8*d bytes for the learner + {stats} bytes of running" in r.json()["detail"]
@@ -120,12 +121,12 @@ def test_a_tiny_budget_refuses_even_small_models(tiny_client: TestClient) -> Non
     r = tiny_client.post("/v1/models", json={"id": mid, "kind": "pa", "dim": 3})
     assert r.status_code == 422, r.text
     assert r.json()["detail"] == (
-        "pa with dim 3 needs 920 bytes of state (8*d bytes for the learner + 8*d^2 + 8*d"
+        "pa with dim 3 needs 968 bytes of state (8*d bytes for the learner + 8*d^2 + 24*d"
         " + 800 bytes of running statistics); this server's budget is 512 bytes"
         " (ONLINEPREDICT_MAX_STATE_BYTES)"
     )
     assert tiny_client.get(f"/v1/models/{mid}").status_code == 404
     r = tiny_client.post("/v1/models", json={"id": mid, "kind": "perceptron", "dim": 1})
-    # its default intercept column is counted: 8 * (1 + 1) bytes for the learner
-    assert r.status_code == 422 and "816 bytes of state" in r.json()["detail"], r.text
+    # its default intercept column is counted: 8 * (1 + 1) bytes for the learner (+ 16 the guard)
+    assert r.status_code == 422 and "832 bytes of state" in r.json()["detail"], r.text
     assert "d = dim + 1 (intercept column)" in r.json()["detail"]
