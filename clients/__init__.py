@@ -23,6 +23,7 @@ _EXPORTS = {
     "ValidationError": "clients.errors",
     "ConflictError": "clients.errors",
     "AuthenticationError": "clients.errors",
+    "PermissionDeniedError": "clients.errors",
     "UnavailableError": "clients.errors",
     "ConnectionFailedError": "clients.errors",
     "load_dataset": "clients.datasets",

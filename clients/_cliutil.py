@@ -106,7 +106,8 @@ def handle_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except OnlinePredictError as exc:
             where = f" (HTTP {exc.status})" if exc.status else ""
-            err.print(f"[red]Error{where}:[/red] {exc.message}", markup=True, soft_wrap=True)
+            hint = _AUTH_HINTS.get(exc.status or 0, "")
+            err.print(f"[red]Error{where}:[/red] {exc.message}{hint}", markup=True, soft_wrap=True)
         except (UserError, ValueError, KeyError, FileNotFoundError, ImportError) as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
             err.print(f"[red]Error:[/red] {message}", markup=True, soft_wrap=True)
@@ -116,6 +117,12 @@ def handle_errors(fn: F) -> F:
         raise typer.Exit(1)
 
     return wrapper  # type: ignore[return-value]
+
+
+_AUTH_HINTS = {
+    401: "; set ONLINEPREDICT_API_KEY or pass --api-key",
+    403: "; use a key with that scope (docs/security.md, 'Keys and scopes')",
+}
 
 
 def _print_json(data: Any) -> None:

@@ -30,7 +30,12 @@ class BadRequestError(OnlinePredictError):
 
 
 class AuthenticationError(OnlinePredictError):
-    """401/403: the API key is missing or wrong."""
+    """401: the API key is missing or wrong (and 403, as `PermissionDeniedError`)."""
+
+
+class PermissionDeniedError(AuthenticationError):
+    """403: a valid API key without the route's scope (named in the message), or a model id
+    outside the key's prefix."""
 
 
 class NotFoundError(OnlinePredictError):
@@ -64,7 +69,7 @@ class ConnectionFailedError(OnlinePredictError):
 _BY_STATUS: dict[int, type[OnlinePredictError]] = {
     400: BadRequestError,
     401: AuthenticationError,
-    403: AuthenticationError,
+    403: PermissionDeniedError,
     404: NotFoundError,
     409: ConflictError,
     413: PayloadTooLargeError,

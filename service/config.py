@@ -7,16 +7,33 @@ from __future__ import annotations
 
 import os
 import ssl
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# Read by the API process only: `onlinepredict up` and the embedded servers pass them to no
+# other process (workers, the broker, Redis); docs/security.md, "Keys and scopes"
+API_ONLY_ENV = frozenset(
+    {"ONLINEPREDICT_API_KEY", "ONLINEPREDICT_API_KEYS", "ONLINEPREDICT_API_KEYS_FILE"}
+)
+
+
+def without_api_secrets(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without the API's keys (for any child process but the API)."""
+    return {k: v for k, v in env.items() if k not in API_ONLY_ENV}
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="ONLINEPREDICT_", env_ignore_empty=True, extra="ignore", frozen=True
+        env_prefix="ONLINEPREDICT_",
+        env_ignore_empty=True,
+        extra="ignore",
+        frozen=True,
+        # a validation error names the setting, never echoes the inputs (secrets among them)
+        hide_input_in_errors=True,
     )
 
     # --- Kafka -----------------------------------------------------------------------------
@@ -77,8 +94,19 @@ class Settings(BaseSettings):
     # --- API -------------------------------------------------------------------------------
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
-    api_key: SecretStr | None = None  # when set, required on every write endpoint
-    api_key_on_reads: bool = False
+    # API keys (docs/security.md, "Keys and scopes"): once any is set, every /v1 route needs
+    # a key of the route's scope. api_key is one admin key (named "default"); api_keys lists
+    # name:scopes:secret[:prefix] entries; api_keys_file the same, re-read on SIGHUP/mtime
+    api_key: SecretStr | None = None
+    api_keys: SecretStr | None = None
+    api_keys_file: str | None = None
+    # no key on a non-loopback api_host: refuse to start unless this says open on purpose
+    allow_anonymous: bool = False
+    api_key_on_reads: bool | None = None  # deprecated and ignored: keys always apply to reads
+    # the Prometheus exposition (per-model figures) on a listener of its own, started by
+    # the API process; 0 = none. The API port's /metrics needs the read scope.
+    metrics_port: int = Field(default=9101, ge=0, le=65535)
+    metrics_host: str = "127.0.0.1"
     prediction_ttl_s: int = Field(default=86_400, ge=1)  # how long a prediction waits for its label
     # predicted rows kept per model for their labels, oldest request dropped first (a label
     # for a dropped one is a 404 saying so): bounds what predicts can hold in Redis

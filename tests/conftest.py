@@ -122,6 +122,7 @@ def make_settings(redis_url: str, kafka_bootstrap: str, key_prefix: str) -> Call
             "events_topic": f"optest.{RUN_ID}.{tag}.events",
             "deadletter_topic": f"optest.{RUN_ID}.{tag}.deadletter",
             "consumer_group": f"optest-{RUN_ID}-{tag}",
+            "metrics_port": 0,  # no metrics listener per test app (tests/security pick ports)
         }
         values.update(overrides)
         made = Settings(**values)  # type: ignore[arg-type]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, TypedDict
@@ -15,6 +16,7 @@ from fastapi.routing import APIRoute
 
 from service.api import errors
 from service.api.broker import LazyProducer
+from service.api.metrics_listener import MetricsListener
 from service.api.middleware import LimitsAndTiming
 from service.api.prometheus import ApiMetrics
 from service.api.redis_access import RedisAccess
@@ -31,6 +33,7 @@ from service.api.routes import (
     series,
 )
 from service.api.routes._common import errors as route_errors
+from service.api.security import KeyConfigError, KeyRing, StartupRefused, startup_check
 from service.api.series import SeriesSampler
 from service.api.serving import ModelCache, SpecMemo
 from service.config import Settings, get_settings
@@ -51,8 +54,9 @@ Online prediction service: create models from any registered learner kind, send 
 from the latest checkpoint and join delayed labels to them.
 
 Errors are `{"detail": "<readable message>"}`: 422 bad input, 404 unknown model or
-prediction, 401 missing/wrong API key (`X-API-Key`, when one is configured), 409 id taken
-or capability missing, 413 body too large, 503 Redis or Kafka down.
+prediction, 401 missing/wrong API key (`X-API-Key`, once any key is configured), 403 key
+without the route's scope (named) or outside its model-id prefix, 409 id taken or
+capability missing, 413 body too large, 503 Redis or Kafka down.
 """
 
 
@@ -76,6 +80,12 @@ def _unique_id(route: APIRoute) -> str:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    keyring = KeyRing(settings)  # a malformed key list: KeyConfigError, no secret in it
+    if settings.api_key_on_reads is not None:
+        logger.warning(
+            "ONLINEPREDICT_API_KEY_ON_READS is deprecated and ignored: once a key is set,"
+            " every /v1 route needs one, reads included (docs/security.md)"
+        )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[LifespanState]:
@@ -110,6 +120,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 )
                 task = asyncio.create_task(sampler.run(), name="series-sampler")
                 stack.push_async_callback(_cancel, task)
+            if settings.metrics_port:
+                listener = MetricsListener(
+                    lambda: app.state.metrics.render(store),
+                    settings.metrics_host,
+                    settings.metrics_port,
+                )
+                if await listener.start():
+                    stack.push_async_callback(listener.stop)
             freeze_startup_objects()
             yield {
                 "store": store,
@@ -139,6 +157,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ],
     )
     app.state.settings = settings
+    app.state.keyring = keyring
     app.state.metrics = ApiMetrics()
     errors.install(app)
     routers = (predict, models, checkpoints, series, figures, events, labels, capabilities, health)
@@ -159,8 +178,17 @@ def serve(settings: Settings | None = None, **uvicorn_options: Any) -> None:
     import uvicorn
 
     settings = settings or get_settings()
+    try:
+        app = create_app(settings)
+        startup_check(settings, app.state.keyring)
+    except (KeyConfigError, StartupRefused) as exc:
+        # one line, no traceback, no secret: the process exits 1
+        raise SystemExit(f"onlinepredict api: refusing to start: {exc}") from None
+    ring: KeyRing = app.state.keyring
+    if ring.path is not None:  # rotation without a restart (docs/security.md)
+        signal.signal(signal.SIGHUP, lambda *_: ring.reload())
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.api_host,
         port=settings.api_port,
         **uvicorn_options,

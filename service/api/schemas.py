@@ -498,9 +498,8 @@ class Health(BaseModel):
 
 
 class Readiness(BaseModel):
+    # only this: /readyz is open, what failed is in the API's log (docs/security.md)
     status: Literal["ready", "unavailable"]
-    redis: str
-    kafka: str
 
 
 class SeriesPointOut(BaseModel):

@@ -10,11 +10,11 @@ import pathlib
 import time
 from typing import Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
 from service.api.deps import StoreDep
-from service.api.security import ReadKey
+from service.api.security import ReadKey, principal_of
 from service.embedded.demo import MODEL_ID as DEMO_MODEL
 from service.metrics.snapshots import read_snapshots
 
@@ -59,10 +59,13 @@ async def dashboard_vendor(name: str) -> FileResponse:
     dependencies=[ReadKey],
     include_in_schema=False,  # the page's feed, not part of the versioned API contract
 )
-async def dashboard_data(store: StoreDep) -> dict[str, Any]:
-    """Counters, running figures, diagnostics and top holdings of every model (the feed of
-    ``/dashboard``; needs the API key only when ``api_key_on_reads`` is on)."""
+async def dashboard_data(store: StoreDep, request: Request) -> dict[str, Any]:
+    """Counters, running figures, diagnostics and top holdings of every model the key
+    reaches (the feed of ``/dashboard``; with keys configured it needs ``read``, which the
+    page asks for once and sends as X-API-Key; the page and its assets hold no data)."""
+    principal = principal_of(request)
     snaps = await read_snapshots(store.redis, store.keys, with_holdings=True)
+    snaps = [s for s in snaps if principal.reaches(s.model)]
     snaps.sort(key=lambda s: (s.model != DEMO_MODEL, s.model))  # the demo first, then by id
     return {
         "ts": time.time(),

@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from service.config import without_api_secrets
+
 logger = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 30.0  # first start of tansu may be slow on a busy 2-core machine
@@ -173,6 +175,8 @@ def _spawn(
     """Start ``cmd`` in its own session (the terminal's signals do not reach it), stdin
     closed, stdout and stderr appended to ``log_path`` (discarded when None)."""
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+    # a broker, a Redis, Prometheus or Grafana has no use for the API's keys
+    env = without_api_secrets(os.environ if env is None else env)
     try:
         return subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, start_new_session=True

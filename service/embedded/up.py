@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from service.config import Settings
+from service.config import Settings, without_api_secrets
 from service.embedded.redis_cluster import RedisClusterServer, start_redis_cluster
 from service.embedded.stack import (
     EmbeddedError,
@@ -200,8 +200,9 @@ class Stack:
         return "started"
 
     # ---- processes ------------------------------------------------------------------------
-    def child_env(self, **extra: str) -> dict[str, str]:
-        env = dict(os.environ)
+    def child_env(self, *, api: bool = False, **extra: str) -> dict[str, str]:
+        """The environment of a child; the API's keys reach the API child only."""
+        env = dict(os.environ) if api else without_api_secrets(os.environ)
         path = env.get("PYTHONPATH")
         env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)
         # the Redis this stack settled on (a cluster started here has its own ports)
@@ -225,7 +226,7 @@ class Stack:
         return "127.0.0.1" if host in ("127.0.0.1", "localhost", "::1") else "0.0.0.0"
 
     def start_processes(self) -> None:
-        self.children.append(Child("api", ["api"], self.child_env(), self._log("api")))
+        self.children.append(Child("api", ["api"], self.child_env(api=True), self._log("api")))
         self.worker_ports = [self._worker_port(i) for i in range(self.workers)]
         for i, port in enumerate(self.worker_ports):
             name = f"worker-{i}"
@@ -274,6 +275,15 @@ class Stack:
         host = self.settings.api_host
         return f"{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{self.settings.api_port}"
 
+    def metrics_address(self) -> str:
+        """Where Prometheus reads the API's figures: its metrics listener (no key needed),
+        else the API port's /metrics (open only while no key is set)."""
+        port = self.settings.metrics_port
+        if not port:
+            return self.api_address()
+        host = self.settings.metrics_host
+        return f"{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+
     def start_observability(self) -> list[str]:
         """Prometheus scraping the API and every worker, then Grafana if installed; returns
         what to tell the user (a missing binary is reported, not fatal)."""
@@ -284,7 +294,7 @@ class Stack:
         log = str(self.log_dir / "prometheus.log") if self.log_dir else None
         try:
             prom = start_prometheus(
-                self.api_address(), workers, port=self.settings.prometheus_port, log_path=log
+                self.metrics_address(), workers, port=self.settings.prometheus_port, log_path=log
             )
         except EmbeddedError as exc:
             return [f"Prometheus not started: {exc}"]

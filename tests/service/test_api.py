@@ -66,7 +66,7 @@ def test_healthz_and_readyz(client: TestClient) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     r = client.get("/readyz")
     assert r.status_code == 200, r.text
-    assert r.json() == {"status": "ready", "redis": "ok", "kafka": "ok"}
+    assert r.json() == {"status": "ready"}  # open: the details go to the log only
 
 
 # ---- models --------------------------------------------------------------------------------

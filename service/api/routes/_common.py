@@ -18,12 +18,15 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries for the given error codes."""
     text = {
         401: "Missing or wrong API key.",
+        403: "The API key lacks the route's scope, or this model id is outside its prefix.",
         404: "No model with this id (or, for labels, no such prediction).",
         409: "Conflict: the id exists, or the model's learner lacks this capability.",
         413: "Request body too large.",
         422: "Invalid input: wrong dimension, NaN/inf, bad parameter (readable message).",
         503: "Redis or Kafka unavailable; retry later.",
     }
+    if 401 in codes:  # wherever a key is checked, a valid one may lack the scope
+        codes = (*codes, 403)
     return {c: {"model": ErrorResponse, "description": text[c]} for c in codes}
 
 

@@ -25,7 +25,7 @@ from service.api.schemas import (
     QuantifyRequest,
     QuantifyResponse,
 )
-from service.api.security import ReadKey, WriteKey
+from service.api.security import IngestKey, PredictKey, ReadKey
 from service.metrics.figures import asset_names, is_index_tracker
 
 router = APIRouter(prefix="/v1/models", tags=["tasks"])
@@ -47,7 +47,7 @@ def _unsupported(spec: ModelSpec, what: str, kinds: list[str]) -> NotSupported:
 @router.post(
     "/{model_id}/quantify",
     response_model=QuantifyResponse,
-    dependencies=[ReadKey],
+    dependencies=[PredictKey],
     responses=errors(401, 404, 409, 413, 422, 503),
 )
 async def quantify(
@@ -105,7 +105,7 @@ async def portfolio(
     "/{model_id}/blocks",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=BlockAccepted,
-    dependencies=[WriteKey],
+    dependencies=[IngestKey],
     responses=errors(401, 404, 409, 413, 422, 503),
 )
 async def register_block(

@@ -16,7 +16,7 @@ from service.api.deps import ModelDep, ProducerDep, SettingsDep, StoreDep
 from service.api.errors import NotSupported
 from service.api.routes._common import errors
 from service.api.schemas import CheckpointList, CheckpointOut, RollbackAccepted, RollbackRequest
-from service.api.security import ReadKey, WriteKey
+from service.api.security import AdminKey, ReadKey
 from service.store.checkpoints import read_history
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -50,7 +50,7 @@ async def list_checkpoints(model: ModelDep, store: StoreDep) -> CheckpointList:
     "/{model_id}/rollback",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=RollbackAccepted,
-    dependencies=[WriteKey],
+    dependencies=[AdminKey],
     responses=errors(401, 404, 409, 413, 422, 503),
 )
 async def rollback(

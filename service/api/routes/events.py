@@ -17,7 +17,7 @@ from service.api.idempotency import (
 )
 from service.api.routes._common import check_vectors, dense_rows, errors
 from service.api.schemas import Accepted, EventsRequest
-from service.api.security import WriteKey
+from service.api.security import IngestKey
 from service.api.serving import Served
 
 router = APIRouter(prefix="/v1/models", tags=["events"])
@@ -44,7 +44,7 @@ def assign_id(model: str, idempotency_key: str | None, index: int) -> str:
     "/{model_id}/events",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=Accepted,
-    dependencies=[WriteKey],
+    dependencies=[IngestKey],
     responses=errors(401, 404, 413, 422, 503),
 )
 async def send_events(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from fastapi import APIRouter, Request, Response, status
 from fastapi.responses import JSONResponse
@@ -10,8 +11,12 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from service.api.broker import LazyProducer
 from service.api.deps import ProducerDep, RedisDep, SettingsDep, StoreDep
+from service.api.routes._common import errors
 from service.api.schemas import Health, Readiness
+from service.api.security import authorize, forbidden_all_models
 from service.store.connect import RedisClient
+
+logger = logging.getLogger(__name__)
 
 router = APIRouter(tags=["health"])
 
@@ -30,23 +35,32 @@ async def healthz() -> Health:
     responses={503: {"model": Readiness, "description": "Redis or Kafka unreachable."}},
 )
 async def readyz(redis: RedisDep, producer: ProducerDep, settings: SettingsDep) -> JSONResponse:
-    """Readiness: Redis answers PING, the broker answers and the events topic exists."""
+    """Readiness: Redis answers PING, the broker answers and the events topic exists. The
+    body says ready or not, nothing more (it is open): what failed goes to the log."""
     redis_state, kafka_state = await asyncio.gather(
         _redis(redis), _kafka(producer, settings.events_topic)
     )
     ready = redis_state == "ok" and kafka_state == "ok"
-    body = Readiness(
-        status="ready" if ready else "unavailable", redis=redis_state, kafka=kafka_state
-    )
+    if not ready:
+        logger.warning("/readyz: not ready: redis %s; kafka %s", redis_state, kafka_state)
+    body = Readiness(status="ready" if ready else "unavailable")
     code = status.HTTP_200_OK if ready else status.HTTP_503_SERVICE_UNAVAILABLE
     return JSONResponse(body.model_dump(), status_code=code)
 
 
 @router.get(
-    "/metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}}
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}, **errors(401)},
 )
 async def metrics(request: Request, store: StoreDep) -> Response:
-    """Prometheus exposition: per-model event counters, dead letters, request latency."""
+    """Prometheus exposition: per-model event counters, dead letters, request latency.
+    Every model's id and figures: with keys configured it needs the ``read`` scope and a
+    key without a model prefix. The metrics listener (``ONLINEPREDICT_METRICS_PORT``,
+    loopback by default) serves the same text without a key, for Prometheus."""
+    principal = authorize(request, "read")
+    if principal.prefix is not None:
+        raise forbidden_all_models(principal.name)
     body = await request.app.state.metrics.render(store)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 

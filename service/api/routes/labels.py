@@ -23,7 +23,7 @@ from service.api.idempotency import (
 from service.api.routes._common import errors
 from service.api.routes.events import check_label
 from service.api.schemas import LabelRequest, LabelResponse
-from service.api.security import WriteKey
+from service.api.security import IngestKey
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ router = APIRouter(prefix="/v1/models", tags=["labels"])
     "/{model_id}/labels",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=LabelResponse,
-    dependencies=[WriteKey],
+    dependencies=[IngestKey],
     responses=errors(401, 404, 413, 422, 503),
 )
 async def send_label(

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import uuid
 
-from fastapi import APIRouter, HTTPException, Response, status
+from fastapi import APIRouter, HTTPException, Request, Response, status
 
 import learners
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep, StoreDep
 from service.api.errors import InvalidInput
 from service.api.routes._common import errors
 from service.api.schemas import ModelList, ModelOut, ModelSpec, ModelStatus, NewModelSpec
-from service.api.security import ReadKey, WriteKey
+from service.api.security import AdminKey, ReadKey, forbidden_model, principal_of
 from service.api.serving import build_learner
 from service.config import Settings
 from service.metrics.running import RunningStats
@@ -35,11 +35,15 @@ def _out(spec: ModelSpec, status_: dict[str, int | float | str | None] | None = 
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=ModelOut,
-    dependencies=[WriteKey],
+    dependencies=[AdminKey],
     responses=errors(401, 409, 413, 422, 503),
 )
 async def create_model(
-    spec: NewModelSpec, settings: SettingsDep, store: StoreDep, producer: ProducerDep
+    spec: NewModelSpec,
+    settings: SettingsDep,
+    store: StoreDep,
+    producer: ProducerDep,
+    request: Request,
 ) -> ModelOut:
     """Create a model; the spec is checked by building its learner (422 with its message),
     after its declared state is checked against ``max_state_bytes`` (422 naming both).
@@ -48,6 +52,9 @@ async def create_model(
     (503 while the broker is down), then stores the spec with the marker's position as its
     origin. The model learns only events after the marker, so re-creating a deleted id
     starts afresh (docs/reliability.md, "Re-creating a model")."""
+    principal = principal_of(request)
+    if not principal.reaches(spec.id):  # a tenant's key creates only under its prefix
+        raise forbidden_model(principal, spec.id)
     if spec.dim > settings.max_dim:
         raise InvalidInput(f"dim {spec.dim} exceeds this server's limit of {settings.max_dim}")
     check_state_budget(spec, settings)  # before building: the learner may not fit at all
@@ -106,9 +113,12 @@ def _size(n: int) -> str:
 
 
 @router.get("", response_model=ModelList, dependencies=[ReadKey], responses=errors(401, 503))
-async def list_models(store: StoreDep) -> ModelList:
-    """Every model, each with its checkpoint version, event counters and last update."""
+async def list_models(store: StoreDep, request: Request) -> ModelList:
+    """Every model the key reaches (all, or those under its prefix), each with its
+    checkpoint version, event counters and last update."""
+    principal = principal_of(request)
     specs = [ModelSpec.from_stored(s) for s in await store.list_specs()]
+    specs = [s for s in specs if principal.reaches(s.id)]
     statuses = await store.statuses([s.id for s in specs])
     return ModelList(models=[_out(s, statuses[s.id]) for s in specs])
 
@@ -124,7 +134,7 @@ async def get_model(model: ModelDep, store: StoreDep) -> ModelOut:
 @router.delete(
     "/{model_id}",
     status_code=status.HTTP_204_NO_CONTENT,
-    dependencies=[WriteKey],
+    dependencies=[AdminKey],
     responses=errors(401, 404, 503),
 )
 async def delete_model(

@@ -53,7 +53,7 @@ from service.api.errors import InvalidInput
 from service.api.redis_access import RedisAccess
 from service.api.routes._common import check_vectors, dense_rows, errors, jsonable
 from service.api.schemas import ModelSpec, PredictRequest, PredictResponse
-from service.api.security import ReadKey, check_read_key
+from service.api.security import PredictKey, check_predict_key
 from service.api.serving import KnownSpec, ModelCache, SpecMemo
 from service.config import Settings
 
@@ -327,7 +327,7 @@ class PredictRoute(APIRoute):
             await super().handle(scope, _replay(body, receive), send)
             return
         rows, hints, what, X = parsed
-        await check_read_key(request)
+        check_predict_key(request)
         model_id = scope["path_params"]["model_id"]
         cache = request.state.cache
         response = await serve_predictions(request, model_id, rows, hints, what, cache, X)
@@ -343,7 +343,7 @@ class PredictRoute(APIRoute):
         body = await request.body()
         overridden = bool(scope["app"].dependency_overrides)
         if not overridden:  # (with overrides FastAPI's handler checks the key)
-            await check_read_key(request)  # a 401 before any word about the body, as for JSON
+            check_predict_key(request)  # a 401 before any word about the body, as for JSON
         X, hints = decode_predict_batch(body, request.app.state.settings.max_batch)
         if overridden:
             as_json = orjson.dumps({"instances": X.tolist(), "hints": hints})
@@ -430,7 +430,7 @@ COMPACT_ANSWER_DOC = {
 @router.post(
     "/{model_id}/predict",
     response_model=PredictResponse,
-    dependencies=[ReadKey],
+    dependencies=[PredictKey],
     responses={200: COMPACT_ANSWER_DOC, **errors(401, 404, 413, 422, 503)},
     openapi_extra={"requestBody": {"content": {PREDICT_CONTENT_TYPE: BINARY_BATCH_DOC}}},
 )

@@ -88,10 +88,24 @@ function push(h, ts, get) {
   }
 }
 
+// With API keys configured the feed needs a `read` key: asked once, kept for this tab
+// only (sessionStorage), sent as X-API-Key (docs/security.md, "Keys and scopes").
+const KEY_SLOT = "onlinepredict.apiKey";
+function keyHeaders() {
+  const key = sessionStorage.getItem(KEY_SLOT);
+  return key ? { "X-API-Key": key } : {};
+}
+function askKey(code) {
+  const key = window.prompt(`The API answered ${code}: an API key with the read scope`, "");
+  if (key) sessionStorage.setItem(KEY_SLOT, key);
+  else sessionStorage.removeItem(KEY_SLOT);
+}
+
 async function loadHistory(id) {
   const h = entry(id);
   try {
-    const r = await fetch(`/v1/models/${encodeURIComponent(id)}/series`, { cache: "no-store" });
+    const r = await fetch(`/v1/models/${encodeURIComponent(id)}/series`,
+                          { cache: "no-store", headers: keyHeaders() });
     if (!r.ok) return h;  // an older API, or the model was just deleted: live points only
     const body = await r.json();
     for (const p of body.points) push(h, p.ts, n => (n in p.values ? p.values[n] : p[n]));
@@ -188,7 +202,8 @@ async function tick() {
   running = true;
   const status = document.getElementById("status");
   try {
-    const r = await fetch("/v1/dashboard/data", { cache: "no-store" });
+    const r = await fetch("/v1/dashboard/data", { cache: "no-store", headers: keyHeaders() });
+    if (r.status === 401 || r.status === 403) askKey(r.status);
     if (!r.ok) throw new Error(`HTTP ${r.status}`);
     const body = await r.json();
     if (body.models.length) document.querySelector("#models .empty")?.remove();
