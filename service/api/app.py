@@ -110,7 +110,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     connect_timeout=REDIS_CONNECT_TIMEOUT_S,
                 )
                 stack.callback(pipe.close)
-            store = RedisAccess(redis, Keys(settings.key_prefix), pipe)
+            store = RedisAccess(
+                redis, Keys(settings.key_prefix), pipe, max_predictions=settings.max_predictions
+            )
             if settings.series_interval_s > 0:
                 sampler = SeriesSampler(
                     redis,

@@ -26,6 +26,9 @@ from service.store.keys import Keys
 COUNTERS = ("applied", "duplicate", "rejected")
 _ROW = np.dtype("<f8")  # a stored prediction's x: float64, little-endian
 STATUS_FIELDS = ("version", *COUNTERS)
+# dropped batch ids kept per model (ZSET members of ~32 bytes: under 1 MB), so a label for one
+# says "dropped"; a batch dropped before the last DROPPED_KEEP reads as unknown
+DROPPED_KEEP = 10_000
 
 # Claim a prediction for its label (docs/design.md, "Labels"). KEYS[1]: the prediction hash;
 # ARGV: the label's y (JSON) and the request's Idempotency-Key ('' without one). nil when
@@ -58,24 +61,52 @@ return 1
 # keys"): the hash ``n``, ``xf64`` (the n rows' float64 bytes, little-endian, one after the
 # other), ``hf64`` (n float64 hints, NaN: none; absent when no row has one), ``v``, ``ts``,
 # with a TTL. One record per batch, not one per row: Redis spent ~0.7 ms of CPU per batch of
-# 100 on the per-row hashes (benchmarks/README.md, "Predict, batch of 100"). ARGV[3..6]: ts,
-# n, the rows, the hints (absent when none).
+# 100 on the per-row hashes (benchmarks/README.md, "Predict, batch of 100"). ARGV[3..7]: ts,
+# n, the rows, the model's bound on stored rows, the hints (absent when none).
+#
+# Bounded per model (ONLINEPREDICT_MAX_PREDICTIONS rows): a new record joins the model's
+# index (a sorted set: batch id, scored by the rows stored up to and including it), and the
+# records whose rows all lie before the newest ``max`` are deleted, oldest first (so at most
+# max + one batch's rows stay), their ids kept in the model's ring of dropped batches (the
+# last DROPPED_KEEP), so a label for one is told "dropped" rather than "unknown". The write
+# comes first: Redis checks memory at a script's first write only, so a full Redis refuses
+# the whole script (nothing stored, nothing dropped), and a record that was stored already
+# (the route's rewrite of ``v``) is not counted twice.
 _STORE_BATCH = """
-local function store(key, version)
-  if ARGV[6] then
-    redis.call('HSET', key, 'n', ARGV[4], 'xf64', ARGV[5], 'hf64', ARGV[6], 'v', version,
+local function store(key, version, index, dropped)
+  local fresh = redis.call('EXISTS', key) == 0
+  if ARGV[7] then
+    redis.call('HSET', key, 'n', ARGV[4], 'xf64', ARGV[5], 'hf64', ARGV[7], 'v', version,
       'ts', ARGV[3])
   else
     redis.call('HSET', key, 'n', ARGV[4], 'xf64', ARGV[5], 'v', version, 'ts', ARGV[3])
   end
   redis.call('EXPIRE', key, ARGV[2])
+  if not fresh then return end
+  local last = redis.call('ZREVRANGE', index, 0, 0, 'WITHSCORES')
+  local upto = (tonumber(last[2]) or 0) + tonumber(ARGV[4])
+  local batch = string.match(key, '[^:]+$')
+  redis.call('ZADD', index, upto, batch)
+  redis.call('EXPIRE', index, ARGV[2])
+  local cut = upto - tonumber(ARGV[6])
+  if cut <= 0 then return end
+  local old = redis.call('ZRANGEBYSCORE', index, '-inf', cut)
+  if #old == 0 then return end
+  local base = string.sub(key, 1, #key - #batch)
+  for _, b in ipairs(old) do
+    if redis.call('DEL', base .. b) == 1 then redis.call('ZADD', dropped, upto, b) end
+  end
+  redis.call('ZREMRANGEBYSCORE', index, '-inf', cut)
+  redis.call('ZREMRANGEBYRANK', dropped, 0, -DROPPED_KEEP - 1)
+  redis.call('EXPIRE', dropped, ARGV[2])
 end
-"""
+""".replace("DROPPED_KEEP", str(DROPPED_KEEP))
 
 # The predict route's rewrite of ``v`` when the checkpoint moved during a request. KEYS: the
-# batch record; ARGV: version, ttl, then as _STORE_BATCH.
+# batch record, the model's index and ring of dropped batches; ARGV: version, ttl, then as
+# _STORE_BATCH.
 _SAVE_PREDICTIONS = _STORE_BATCH + """
-store(KEYS[1], ARGV[1])
+store(KEYS[1], ARGV[1], KEYS[2], KEYS[3])
 return 1
 """
 
@@ -93,7 +124,7 @@ if not spec then return nil end
 local head = redis.call('HMGET', KEYS[2], 'version', 'token')
 local version, token = head[1] or '0', head[2] or ''
 if redis.sha1hex(spec) ~= ARGV[1] then return {version, token, spec} end
-store(KEYS[3], version)
+store(KEYS[3], version, KEYS[4], KEYS[5])
 return {version, token}
 """
 
@@ -128,13 +159,16 @@ return 1
 """
 
 
-def _batch_args(X: np.ndarray, hints: Sequence[float | None]) -> list[str | bytes | int]:
-    """_STORE_BATCH's ARGV[4..]: n, the rows' float64 bytes (one block), the hints' block
-    (NaN: none) unless no row has a hint."""
+def _batch_args(
+    X: np.ndarray, hints: Sequence[float | None], max_rows: int
+) -> list[str | bytes | int]:
+    """_STORE_BATCH's ARGV[4..]: n, the rows' float64 bytes (one block), the model's bound on
+    stored rows, the hints' block (NaN: none) unless no row has a hint."""
     n = X.shape[0]
     if len(hints) != n:
         raise ValueError(f"{n} rows and {len(hints)} hints")
-    args: list[str | bytes | int] = [n, np.ascontiguousarray(X, dtype=_ROW).tobytes()]
+    rows = np.ascontiguousarray(X, dtype=_ROW).tobytes()
+    args: list[str | bytes | int] = [n, rows, max_rows]
     if hints.count(None) != n:
         args.append(np.array([math.nan if h is None else h for h in hints], _ROW).tobytes())
     return args
@@ -153,10 +187,18 @@ class Claim:
 
 
 class RedisAccess:
-    def __init__(self, redis: RedisClient, keys: Keys, pipe: RedisPipe | None = None) -> None:
+    def __init__(
+        self,
+        redis: RedisClient,
+        keys: Keys,
+        pipe: RedisPipe | None = None,
+        *,
+        max_predictions: int = 1_000_000,
+    ) -> None:
         self.redis = redis
         self.keys = keys
         self.pipe = pipe  # the predict hot path's pipelined connection, when the URL allows
+        self.max_predictions = max_predictions  # rows stored per model (_STORE_BATCH)
         self._claim = redis.register_script(_CLAIM)
         self._label_done = redis.register_script(_LABEL_DONE)
         self._save_predictions = redis.register_script(_SAVE_PREDICTIONS)
@@ -194,6 +236,7 @@ class RedisAccess:
                     batch = []
             if batch:
                 await self.redis.delete(*batch)
+        await self.redis.delete(self.keys.predictions_index(model), self.keys.dropped(model))
         return removed
 
     # ---- checkpoints (read only) ---------------------------------------------------------
@@ -255,9 +298,22 @@ class RedisAccess:
     ) -> None:
         """The batch's rows (``X``) and hints as one record (``n``, ``xf64``, ``hf64``,
         ``v``, ``ts``) with a TTL, for the labels of its predictions ``<batch>.<row>``."""
-        keys = [self.keys.predictions(model, batch)]
-        args = [version, ttl_s, repr(time.time()), *_batch_args(X, hints)]
+        keys = self._batch_keys(model, batch)
+        args = [version, ttl_s, repr(time.time()), *_batch_args(X, hints, self.max_predictions)]
         await self._save_predictions(keys=keys, args=args)
+
+    def _batch_keys(self, model: str, batch: str) -> list[str]:
+        """_STORE_BATCH's keys: the batch record, the model's index and dropped ring."""
+        k = self.keys
+        return [k.predictions(model, batch), k.predictions_index(model), k.dropped(model)]
+
+    async def was_dropped(self, model: str, prediction_id: str) -> bool:
+        """Whether the prediction's batch was dropped for the model's bound on stored rows
+        (among the last ``DROPPED_KEEP`` dropped batches), not unknown or expired."""
+        in_batch = parse_prediction_id(prediction_id)
+        if in_batch is None:
+            return False
+        return await self.redis.zscore(self.keys.dropped(model), in_batch[0]) is not None
 
     async def store_checked_predictions(
         self,
@@ -280,8 +336,8 @@ class RedisAccess:
         args: list[str | bytes | int] = [spec_sha1, ttl_s, repr(time.time())]
         if spec_sha1:
             assert X is not None
-            keys.append(self.keys.predictions(model, batch))
-            args += _batch_args(X, hints)
+            keys += self._batch_keys(model, batch)
+            args += _batch_args(X, hints, self.max_predictions)
         call = self.pipe.call if self.pipe is not None else self.redis.execute_command
         try:
             # EVALSHA directly: redis-py's Script wrapper and pooled client cost several

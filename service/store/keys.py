@@ -49,6 +49,17 @@ class Keys:
         ids ``<batch>.<row>``); docs/design.md, "Redis keys"."""
         return f"{self.prefix}model:{{{model}}}:predictions:{batch}"
 
+    def predictions_index(self, model: str) -> str:
+        """Sorted set: the model's stored batch records (member: batch id; score: the rows
+        stored up to and including it), for the bound ``ONLINEPREDICT_MAX_PREDICTIONS``
+        (``service/api/redis_access.py``, ``_STORE_BATCH``)."""
+        return f"{self.prefix}model:{{{model}}}:predictions-index"
+
+    def dropped(self, model: str) -> str:
+        """Sorted set: the ids of the model's last batch records dropped for that bound
+        (newest last), so a label for one is a 404 that says so."""
+        return f"{self.prefix}model:{{{model}}}:predictions-dropped"
+
     def idempotency(self, model: str, key_digest: str) -> str:
         """String: the fingerprint of the request that first used an ``Idempotency-Key``
         (``key_digest``: its SHA-256 hex, so any key is a safe key suffix), with a TTL."""

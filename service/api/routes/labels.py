@@ -61,6 +61,13 @@ async def send_label(
     y_json = json.dumps(body.y)
     claim = await store.claim_prediction(model.id, body.prediction_id, y_json, idempotency_key)
     if claim is None:
+        if await store.was_dropped(model.id, body.prediction_id):
+            raise HTTPException(
+                status.HTTP_404_NOT_FOUND,
+                detail=f"prediction {body.prediction_id!r} of model {model.id!r} was dropped:"
+                f" the model keeps the requests holding its newest {settings.max_predictions}"
+                " predicted rows for their labels (ONLINEPREDICT_MAX_PREDICTIONS)",
+            )
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,
             detail=f"no prediction {body.prediction_id!r} for model {model.id!r}"
