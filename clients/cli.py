@@ -183,6 +183,31 @@ def models_delete(
         out.print(f"deleted model [bold]{model}[/bold]")
 
 
+@models_app.command("deadletters")
+@handle_errors
+@client_command
+def models_deadletters(
+    model: Annotated[str, typer.Argument(help="Model id.")],
+    limit: Annotated[int, typer.Option(help="At most this many (1 to 1000).")] = 20,
+    opts: ClientOptions = ClientOptions(),
+) -> None:
+    """The events the model refused, newest first, with why (its dead letters)."""
+    with opts.client() as api:
+        letters = api.deadletters(model, limit=limit)
+    if opts.as_json:
+        _print_json(letters)
+        return
+    if not letters:
+        out.print(f"model [bold]{model}[/bold] refused no event its workers listed")
+        return
+    table = Table("time", "event id", "partition", "offset", "reason")
+    for d in letters:
+        at = d["offset"] if d.get("frame_row") is None else f"{d['offset']} row {d['frame_row']}"
+        row = (_when(d.get("time")), d.get("event_id") or "-", d["partition"], at, d["reason"])
+        table.add_row(*map(str, row))
+    out.print(table)
+
+
 # --- predict ---------------------------------------------------------------------------------
 def parse_vector(text: str) -> list[float] | dict[str, float]:
     """A vector from a line: a JSON array, numbers separated by commas and/or spaces, or a

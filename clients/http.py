@@ -280,6 +280,15 @@ class _Ops:
         """``DELETE /v1/models/{id}``."""
         return self._run(_Call("DELETE", f"/v1/models/{_quote(model)}"), lambda b: None)
 
+    def deadletters(self, model: str, *, limit: int = 100) -> Op[list[dict[str, Any]]]:
+        """``GET /v1/models/{id}/deadletters``: the events the model refused, newest first
+        (at most ``limit``, 1 to 1000), each a dict with ``reason``, ``event_id``,
+        ``topic``, ``partition``, ``offset``, ``time`` (and ``frame_row`` for a frame's)."""
+        return self._run(
+            _Call("GET", f"/v1/models/{_quote(model)}/deadletters?limit={int(limit)}"),
+            lambda b: list(b.get("deadletters", [])) if isinstance(b, dict) else [],
+        )
+
     # --- predictions ----------------------------------------------------------------------
     def predict(self, model: str, x: Any, *, hint: float | None = None) -> Op[Prediction]:
         """``POST /v1/models/{id}/predict`` with one vector: a list or 1-d ndarray, or, for
@@ -723,6 +732,7 @@ class Client(_Face):
     list_models = _sync(_Ops.list_models)
     get_model = _sync(_Ops.get_model)
     delete_model = _sync(_Ops.delete_model)
+    deadletters = _sync(_Ops.deadletters)
     predict = _sync(_Ops.predict)
     predict_batch = _sync(_Ops.predict_batch)
     send_events = _sync(_Ops.send_events)
@@ -810,6 +820,7 @@ class AsyncClient(_Face):
     list_models = _async(_Ops.list_models)
     get_model = _async(_Ops.get_model)
     delete_model = _async(_Ops.delete_model)
+    deadletters = _async(_Ops.deadletters)
     predict = _async(_Ops.predict)
     predict_batch = _async(_Ops.predict_batch)
     send_events = _async(_Ops.send_events)

@@ -21,6 +21,7 @@ from service.api.redis_pipe import RedisPipe
 from service.store import registry
 from service.store.checkpoints import read_version
 from service.store.connect import RedisClient, as_text
+from service.store.deadletters import read_deadletters, read_refused
 from service.store.keys import Keys
 
 COUNTERS = ("applied", "duplicate", "rejected")
@@ -237,6 +238,7 @@ class RedisAccess:
             if batch:
                 await self.redis.delete(*batch)
         await self.redis.delete(self.keys.predictions_index(model), self.keys.dropped(model))
+        await self.redis.delete(self.keys.deadletters(model), self.keys.refused(model))
         return removed
 
     # ---- checkpoints (read only) ---------------------------------------------------------
@@ -285,6 +287,14 @@ class RedisAccess:
     async def deadletters(self) -> int:
         raw = await self.redis.get(self.keys.deadletter_count())
         return int(raw) if raw is not None else 0
+
+    async def model_deadletters(self, model: str, limit: int) -> list[dict[str, Any]]:
+        """The model's newest dead letters, newest first (service/store/deadletters.py)."""
+        return await read_deadletters(self.redis, self.keys, model, limit)
+
+    async def refused_shares(self, models: list[str]) -> dict[str, tuple[int, int]]:
+        """Per model whose worker wrote one: its recent (events, refused)."""
+        return await read_refused(self.redis, self.keys, models) if models else {}
 
     # ---- predictions awaiting labels -----------------------------------------------------
     async def save_predictions(

@@ -288,6 +288,16 @@ class PredictRequest(_Strict):
             "examples": [{"x": [0.1, -0.2, 0.3]}, {"instances": [[0.1, 0.2, 0.3], [1, 0, 0]]}]
         },
     )
+    refusing: bool = Field(
+        False,
+        description="The model refused most of its recent events (at least half of 20 or"
+        " more): see GET /v1/models/{id}/deadletters for why.",
+    )
+    refused_share: float | None = Field(
+        None,
+        description="The share of its recent events (the last 100 or more its worker"
+        " decided) the model refused; null when none was refused since its worker loaded it.",
+    )
 
     x: AnyVector | None = Field(None, description=X_DOC)
     hint: float | None = Field(None, description="Side information for learners that use it.")
@@ -557,3 +567,21 @@ class FiguresOut(BaseModel):
     holdings: list[list[str | float]] = Field(
         description="An index tracker's largest positions, [asset, weight] each; else empty."
     )
+
+
+class DeadLetter(BaseModel):
+    """One event the model refused, as its worker listed it (the record itself stays on
+    the events topic at ``partition``/``offset``; the dead-letter topic has its value)."""
+
+    reason: str
+    event_id: str = Field(description="The event's id ('' when it had none readable).")
+    topic: str
+    partition: int
+    offset: int
+    frame_row: int | None = Field(None, description="The row of a frame (docs/events.md §6).")
+    time: float = Field(description="Unix time the worker refused it.")
+
+
+class DeadLetterList(BaseModel):
+    model: str
+    deadletters: list[DeadLetter] = Field(description="Newest first.")

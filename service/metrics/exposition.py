@@ -32,6 +32,8 @@ class ModelSnapshot:
     diagnostics: dict[str, float] = field(default_factory=dict)
     holdings: list[tuple[str, float]] = field(default_factory=list)  # index trackers only
     halted: bool = False  # the model stopped learning (service/worker/divergence.py)
+    # the share of its recent events it refused (service/worker/refusals.py); None: none
+    refused_share: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The model's figures as the JSON routes give them (``/v1/models/{id}/metrics``,
@@ -122,10 +124,18 @@ def model_families(snapshots: Iterable[ModelSnapshot]) -> Iterator[Metric]:
         " dedupe window reaches (its status says why).",
         labels=["model"],
     )
+    refused = GaugeMetricFamily(
+        PREFIX + "model_refused_share",
+        "The share of the model's recent events (the last 100 or more its worker decided)"
+        " it refused; absent while it refused none since its worker loaded it.",
+        labels=["model"],
+    )
     for s in snaps:
         for outcome in OUTCOMES:
             events.add_metric([s.model, outcome], float(s.counters.get(outcome, 0)))
         halted.add_metric([s.model], float(s.halted))
+        if s.refused_share is not None:
+            refused.add_metric([s.model], s.refused_share)
         if "mistakes" in s.figures:
             mistakes.add_metric([s.model], s.figures["mistakes"])
         for name, value in s.figures.items():
@@ -154,7 +164,7 @@ def model_families(snapshots: Iterable[ModelSnapshot]) -> Iterator[Metric]:
     yield events
     yield mistakes
     yield from gauges.values()
-    yield from (diag, epsilon, weights, prevalence, active, halted)
+    yield from (diag, epsilon, weights, prevalence, active, halted, refused)
 
 
 class SnapshotCollector:

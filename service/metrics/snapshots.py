@@ -42,11 +42,12 @@ async def read_snapshots(
     for m in models:
         pipe.get(keys.spec(m))
         pipe.hmget(keys.state(m), FIELDS)
+        pipe.hmget(keys.refused(m), ["events", "refused"])  # service/store/deadletters.py
     replies = await pipe.execute()
     out: list[ModelSnapshot] = []
     legacy: list[tuple[ModelSnapshot, dict[str, Any]]] = []
     for i, model in enumerate(models):
-        raw_spec, row = replies[2 * i], replies[2 * i + 1]
+        raw_spec, row, (events, refused) = replies[3 * i : 3 * i + 3]
         if raw_spec is None:
             continue  # deleted between SMEMBERS and GET
         spec = json.loads(raw_spec)
@@ -55,6 +56,8 @@ async def read_snapshots(
         snap.version = int(f["version"] or 0)
         snap.counters = {o: int(f[o] or 0) for o in OUTCOMES}
         snap.halted = bool(f["halted"])
+        if events is not None and refused is not None and int(events):
+            snap.refused_share = int(refused) / int(events)
         out.append(snap)
         if f["figures"]:
             try:

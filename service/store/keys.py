@@ -65,6 +65,15 @@ class Keys:
         (``key_digest``: its SHA-256 hex, so any key is a safe key suffix), with a TTL."""
         return f"{self.prefix}model:{{{model}}}:idempotency:{key_digest}"
 
+    def deadletters(self, model: str) -> str:
+        """List: the model's newest dead letters (JSON, newest first, capped; written by the
+        worker with its checkpoints, service/worker/refusals.py)."""
+        return f"{self.prefix}model:{{{model}}}:deadletters"
+
+    def refused(self, model: str) -> str:
+        """Hash: the model's recent refused share (``events``, ``refused``, ``at``)."""
+        return f"{self.prefix}model:{{{model}}}:refused"
+
     def deadletter_count(self) -> str:
         """Integer: events sent to the dead-letter topic, all workers together."""
         return f"{self.prefix}deadletter:count"

@@ -12,6 +12,7 @@ from service.worker.context import WorkerContext
 from service.worker.divergence import matches, resume_offset
 from service.worker.events import raw_event_id
 from service.worker.ports import CommitFailed, Record, TopicPartition
+from service.worker.refusals import RecentShares, Refusals
 from service.worker.runtime import ModelRuntime, load_models
 
 logger = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ class Checkpointer:
         self.last = ctx.clock()
         self.inflight: asyncio.Future[None] | None = None  # the Kafka offset commit
         self.state_writes = 0  # checkpoints whose Redis write succeeded
+        self.shares = RecentShares()  # each model's recent refused share
 
     def note(self, tp: TopicPartition, rec: Record) -> None:
         self.offsets[tp] = rec.offset + 1
@@ -84,8 +86,12 @@ class Checkpointer:
         dirty = [rt for rt in self.ctx.models.values() if rt.dirty and rt.stamp is not None]
         writes = [rt.checkpoint_write(self.ctx.settings.events_topic) for rt in dirty]
         self.ctx.stats.checkpoints += 1
+        refusals = self._refusals(dirty)
         results = await self.ctx.store.write(
-            writes, worker_stats=self._worker_stats(), deadletters=letters
+            writes,
+            worker_stats=self._worker_stats(),
+            deadletters=letters,
+            refusals=refusals,
         )
         conflicted: set[int] = set()
         for rt, w, res in zip(dirty, writes, results, strict=True):
@@ -117,6 +123,18 @@ class Checkpointer:
         elapsed = time.perf_counter() - started
         self.ctx.metrics.checkpoint.observe(elapsed)
         logger.debug("checkpoint: %d models in %.1f ms", len(writes), 1e3 * elapsed)
+
+    def _refusals(self, dirty: list[ModelRuntime]) -> Refusals:
+        """The letters of this checkpoint of the models this worker holds (a record keyed
+        by an unknown id lists nothing: no Redis key for a model that does not exist), and
+        the recent refused shares worth writing."""
+        models = self.ctx.models
+        letters = {m: v for m, v in self.ctx.deadletters.take_recent().items() if m in models}
+        shares = self.shares.update(
+            (rt.model, (rt.counters.applied, rt.counters.rejected), rt.loaded_counts)
+            for rt in dirty
+        )
+        return Refusals(letters, shares)
 
     async def verify_log(self) -> None:
         """Find the partitions whose records changed under the worker (service/worker/

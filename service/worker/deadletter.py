@@ -2,6 +2,8 @@
 
 Sends are buffered and awaited in :meth:`DeadLetters.flush`, which the checkpoint calls
 before committing, so a dead letter is never lost (it may be repeated after a crash).
+Each letter is also noted under the record's key (the model id) for the model's bounded
+list in Redis, which the checkpoint writes (service/worker/refusals.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from collections.abc import Awaitable
 from typing import Any
 
 from clients.wire import FRAME_MAGIC
+from service.worker.events import raw_event_id
 from service.worker.ports import Log, Record
+from service.worker.refusals import LIST_KEEP, letter_entry
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +73,8 @@ class DeadLetters:
         self.worker = worker
         self.pending: list[Awaitable[Any]] = []
         self.sent = 0
+        # record key (a model id) -> its letters since the last checkpoint, oldest first
+        self.recent: dict[str, list[bytes]] = {}
 
     async def send(
         self, record: Record, reason: str, row: tuple[int, dict[str, Any]] | None = None
@@ -81,6 +87,26 @@ class DeadLetters:
             self.topic, deadletter_value(record, reason, self.worker, row=row), record.key
         )
         self.pending.append(fut)
+        if record.key is not None and len(record.key) <= MAX_KEY_CHARS:
+            event_id = str(row[1].get("id", "")) if row is not None else raw_event_id(record.value)
+            listed = self.recent.setdefault(record.key.decode(errors="replace"), [])
+            listed.append(
+                letter_entry(
+                    reason,
+                    event_id,
+                    record.topic,
+                    record.partition,
+                    record.offset,
+                    row[0] if row is not None else None,
+                )
+            )
+            if len(listed) > 2 * LIST_KEEP:  # only the newest are kept in Redis anyway
+                del listed[:LIST_KEEP]
+
+    def take_recent(self) -> dict[str, list[bytes]]:
+        """The letters noted since the last call, per record key; forgets them."""
+        out, self.recent = self.recent, {}
+        return out
 
     async def flush(self) -> int:
         """Wait for every buffered dead letter; returns how many were delivered."""

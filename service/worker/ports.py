@@ -17,6 +17,7 @@ from aiokafka.structs import TopicPartition
 
 from service.store.checkpoints import CheckpointWrite, HistoryEntry, StoredState, WriteResult
 from service.store.seen import SeenRecords
+from service.worker.refusals import Refusals
 
 __all__ = [
     "Batch",
@@ -158,9 +159,11 @@ class ModelStore(Protocol):
         *,
         worker_stats: Mapping[str, str],
         deadletters: int,
+        refusals: Refusals | None = None,
     ) -> list[WriteResult]:
         """One checkpoint: each model's state + stamp (version-checked, one result per
-        write, in order), the worker's counters and the dead letters sent since the last."""
+        write, in order), the worker's counters and the dead letters sent since the last
+        (their count; ``refusals``: each model's new letters and recent refused share)."""
 
     async def epoch(self) -> str:
         """Changes whenever the store may have lost writes it acknowledged (Redis: its

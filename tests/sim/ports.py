@@ -21,6 +21,7 @@ from service.worker.ports import (
     StoredModels,
     TopicPartition,
 )
+from service.worker.refusals import Refusals
 
 if TYPE_CHECKING:
     from tests.sim.world import Node
@@ -113,9 +114,12 @@ class SimStore:
         *,
         worker_stats: Mapping[str, str],
         deadletters: int,
+        refusals: Refusals | None = None,
     ) -> list[WriteResult]:
         await self.node.gate("store.write")
-        out = await self.store.write(writes, worker_stats=worker_stats, deadletters=deadletters)
+        out = await self.store.write(
+            writes, worker_stats=worker_stats, deadletters=deadletters, refusals=refusals
+        )
         self.node.world.snapshot()  # what an AOF holds, write by write
         self.node.after("store.write")
         return out

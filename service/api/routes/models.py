@@ -1,21 +1,32 @@
-"""Models: create (spec validated by building the learner), list, get, delete."""
+"""Models: create (spec validated by building the learner), list, get, delete; the events a
+model refused (its dead letters)."""
 
 from __future__ import annotations
 
 import uuid
+from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Request, Response, status
+from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 
 import learners
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep, StoreDep
 from service.api.errors import InvalidInput
 from service.api.routes._common import errors
-from service.api.schemas import ModelList, ModelOut, ModelSpec, ModelStatus, NewModelSpec
+from service.api.schemas import (
+    DeadLetter,
+    DeadLetterList,
+    ModelList,
+    ModelOut,
+    ModelSpec,
+    ModelStatus,
+    NewModelSpec,
+)
 from service.api.security import AdminKey, ReadKey, forbidden_model, principal_of
 from service.api.serving import build_learner
 from service.config import Settings
 from service.metrics.running import RunningStats
 from service.store import registry
+from service.store.deadletters import LIST_KEEP, refusing
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -127,8 +138,13 @@ async def list_models(store: StoreDep, request: Request) -> ModelList:
     "/{model_id}", response_model=ModelOut, dependencies=[ReadKey], responses=errors(401, 404, 503)
 )
 async def get_model(model: ModelDep, store: StoreDep) -> ModelOut:
-    """One model, with its checkpoint version, event counters and last update."""
-    return _out(model, await store.status(model.id))
+    """One model, with its checkpoint version, event counters, last update and whether it
+    refuses most of its recent events (``refusing``, ``refused_share``)."""
+    status_ = await store.status(model.id)
+    share = (await store.refused_shares([model.id])).get(model.id)
+    if share is not None and share[0]:
+        status_ = {**status_, "refused_share": share[1] / share[0], "refusing": refusing(*share)}
+    return _out(model, status_)
 
 
 @router.delete(
@@ -144,3 +160,19 @@ async def delete_model(
     await store.delete_model(model.id, topic=settings.events_topic)
     cache.forget(model.id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+@router.get(
+    "/{model_id}/deadletters",
+    response_model=DeadLetterList,
+    dependencies=[ReadKey],
+    responses=errors(401, 404, 422, 503),
+)
+async def model_deadletters(
+    model: ModelDep,
+    store: StoreDep,
+    limit: Annotated[int, Query(ge=1, le=LIST_KEEP, description="At most this many.")] = 100,
+) -> DeadLetterList:
+    """The events the model refused, newest first, each with its reason, event id, topic
+    position and time (the last 1,000 its workers listed; docs/design.md, "Dead letters")."""
+    letters = await store.model_deadletters(model.id, limit)
+    return DeadLetterList(model=model.id, deadletters=[DeadLetter(**d) for d in letters])

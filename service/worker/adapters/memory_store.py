@@ -29,6 +29,7 @@ from service.store.checkpoints import (
 )
 from service.store.seen import SeenRecords
 from service.worker.ports import StoredModels
+from service.worker.refusals import LIST_KEEP, Refusals
 
 
 def _copy(counters: Counters) -> Counters:
@@ -57,6 +58,8 @@ class MemoryStore:
         self.partition_lists: dict[tuple[str, int], set[str]] = {}
         self.workers: dict[str, dict[str, str]] = {}
         self.deadletter_count = 0
+        self.deadletter_lists: dict[str, list[bytes]] = {}  # model -> letters, newest first
+        self.refused: dict[str, tuple[int, int]] = {}  # model -> recent (events, refused)
         self.run = 1  # the epoch: a simulation bumps it when the store loses writes
         self.closed = False
 
@@ -105,12 +108,19 @@ class MemoryStore:
         *,
         worker_stats: Mapping[str, str],
         deadletters: int,
+        refusals: Refusals | None = None,
     ) -> list[WriteResult]:
         for w in writes:  # registered on its partition before its first stamp exists
             self.partition_lists.setdefault((w.topic, w.stamp.partition), set()).add(w.model)
         results = [self._write(w) for w in writes]
         self.workers.setdefault(self.worker_id, {}).update(worker_stats)
         self.deadletter_count += deadletters
+        if refusals is not None:  # newest first, capped, as in Redis
+            for m, letters in refusals.letters.items():
+                listed = self.deadletter_lists.setdefault(m, [])
+                listed[:0] = reversed(letters)
+                del listed[LIST_KEEP:]
+            self.refused.update(refusals.shares)
         return results
 
     def _write(self, w: CheckpointWrite) -> WriteResult:

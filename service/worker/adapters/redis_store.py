@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
@@ -45,6 +46,7 @@ from service.store.connect import RedisClient, is_oom, redis_client, store_epoch
 from service.store.keys import Keys
 from service.store.seen import SeenRecords
 from service.worker.ports import StoredModels, StoreUnavailable
+from service.worker.refusals import LIST_KEEP, Refusals
 from service.worker.telemetry import WorkerStats
 
 logger = logging.getLogger(__name__)
@@ -229,8 +231,9 @@ class RedisStore:
         *,
         worker_stats: Mapping[str, str],
         deadletters: int,
+        refusals: Refusals | None = None,
     ) -> list[WriteResult]:
-        also = self._worker_stats(worker_stats, deadletters)
+        also = self._worker_stats(worker_stats, deadletters, refusals)
         return await self.retry.call(lambda: self._write(writes, also), "checkpoint")
 
     async def _write(
@@ -262,18 +265,31 @@ class RedisStore:
             ]
         return results
 
-    def _worker_stats(self, fields: Mapping[str, str], letters: int) -> Callable[[Any], object]:
+    def _worker_stats(
+        self, fields: Mapping[str, str], letters: int, refusals: Refusals | None = None
+    ) -> Callable[[Any], object]:
         """The commands that write the worker's counters (``worker:{id}``) and add the
-        checkpoint's dead letters to the shared count, for the checkpoint's pipeline."""
+        checkpoint's dead letters to the shared count, for the checkpoint's pipeline; and
+        each model's new letters and recent refused share (service/worker/refusals.py)."""
         key = self.keys.worker(self.worker_id)
         mapping = dict(fields)
         count_key = self.keys.deadletter_count()
+        keys = self.keys
 
         def queue(pipe: Any) -> None:
             pipe.hset(key, mapping=mapping)
             pipe.expire(key, WORKER_STATS_TTL_S)
             if letters:
                 pipe.incrby(count_key, letters)
+            if refusals is None:
+                return
+            for model, listed in refusals.letters.items():
+                pipe.lpush(keys.deadletters(model), *listed[-LIST_KEEP:])
+                pipe.ltrim(keys.deadletters(model), 0, LIST_KEEP - 1)
+            now = time.time()
+            for model, (events, refused) in refusals.shares.items():
+                share = {"events": events, "refused": refused, "at": now}
+                pipe.hset(keys.refused(model), mapping=share)
 
         return queue
 
