@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -221,3 +222,57 @@ def test_startup_check(over: dict[str, object], refused: bool) -> None:
             startup_check(st, KeyRing(st))
     else:
         startup_check(st, KeyRing(st))
+
+
+@pytest.mark.service
+@pytest.mark.slow
+def test_up_with_keys_the_workers_environment_has_none(
+    kafka_bootstrap, redis_url, key_prefix
+) -> None:  # type: ignore[no-untyped-def]
+    """A real ``onlinepredict up``: its API enforces the keys and serves the metrics
+    listener; its worker processes' environments (read from /proc) hold no key."""
+    from tests.service.test_cli_up import _lines, _start_up, _wait
+
+    aport, mport = free_port(), free_port()
+    up = _start_up(
+        ["--workers", "1"],
+        ONLINEPREDICT_KAFKA_BOOTSTRAP=kafka_bootstrap,
+        ONLINEPREDICT_REDIS_URL=redis_url,
+        ONLINEPREDICT_API_PORT=str(aport),
+        ONLINEPREDICT_METRICS_PORT=str(mport),
+        ONLINEPREDICT_KEY_PREFIX=f"{key_prefix}upk:",
+        ONLINEPREDICT_EVENTS_TOPIC=f"optest.upk.{uuid.uuid4().hex[:6]}",
+        ONLINEPREDICT_API_KEYS=f"ops:admin:{SECRET}",
+        ONLINEPREDICT_API_KEY=OLD,
+    )
+    lines = _lines(up.stdout)
+    base = f"http://127.0.0.1:{aport}"
+    try:
+
+        def answers() -> bool:
+            try:
+                return httpx.get(base + "/healthz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        _wait(answers, "the API")
+        assert httpx.get(base + "/v1/models", timeout=5).status_code == 401
+        for secret in (SECRET, OLD):
+            r = httpx.get(base + "/v1/models", headers={"X-API-Key": secret}, timeout=5)
+            assert r.status_code == 200
+        r = httpx.get(f"http://127.0.0.1:{mport}/metrics", timeout=5)
+        assert r.status_code == 200 and "onlinepredict_api_redis_up" in r.text
+        text = "".join(lines)
+        pids = {name: int(pid) for name, pid in re.findall(r"started (\S+) \(pid (\d+)\)", text)}
+        assert {"api", "worker-0"} <= set(pids), text[-3000:]
+        environ = {
+            name: Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            for name, pid in pids.items()
+        }
+        assert any(e.startswith(b"ONLINEPREDICT_API_KEYS=") for e in environ["api"])
+        worker = environ["worker-0"]
+        assert not any(e.startswith(b"ONLINEPREDICT_API_KEY") for e in worker)
+        assert not any(SECRET.encode() in e or OLD.encode() in e for e in worker)
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.wait(90)
