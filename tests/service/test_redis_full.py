@@ -103,7 +103,7 @@ def test_a_predict_flood_fills_redis_and_learning_survives_it(
     r = redis_lib.Redis.from_url(capped_redis.url)
     keys = Keys(settings.key_prefix)
     cap = maxmemory_bytes(CAP)
-    assert int(r.config_get("maxmemory")["maxmemory"]) == cap
+    assert int(str(r.config_get("maxmemory")["maxmemory"])) == cap
     assert r.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
 
     ports = [free_port(), free_port()]
@@ -301,6 +301,37 @@ async def test_a_checkpoint_write_waits_for_memory_then_lands(
     warnings = [rec for rec in caplog.records if "Redis is full" in rec.getMessage()]
     assert len(warnings) == 1, [rec.getMessage() for rec in caplog.records]
     await store.close()
+
+
+def test_maxmemory_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    from service.embedded import stack
+
+    assert maxmemory_bytes("200mb") == 200 * 2**20 and maxmemory_bytes("200m") == 200 * 10**6
+    assert maxmemory_bytes(" 2GB ") == 2 * 2**30 and maxmemory_bytes("0") == 0
+    assert maxmemory_bytes(12345) == 12345
+    for bad in ("x", "12q", "-1", "mb", "1.5gb"):
+        with pytest.raises(ValueError, match="maxmemory"):
+            maxmemory_bytes(bad)
+    monkeypatch.setattr(stack, "physical_memory", lambda: 64 * 2**30)
+    assert maxmemory_bytes("auto") == 8 * 2**30  # a quarter, at most 8 GiB
+    monkeypatch.setattr(stack, "physical_memory", lambda: 512 * 2**20)
+    assert maxmemory_bytes("auto") == 256 * 2**20  # at least 256 MiB
+    monkeypatch.setattr(stack, "physical_memory", lambda: 8 * 2**30)
+    assert maxmemory_bytes("auto") == 2 * 2**30
+    monkeypatch.setenv("ONLINEPREDICT_REDIS_MAXMEMORY", "300mb")
+    assert maxmemory_bytes() == 300 * 2**20  # no argument: the setting
+    with pytest.raises(ValueError):
+        Settings(redis_maxmemory="lots")
+
+
+def test_the_session_redis_runs_capped_without_eviction(redis_client, redis_url: str) -> None:
+    """The fixtures' redis-server is started as ``onlinepredict up`` starts one."""
+    import os
+
+    if os.environ.get("ONLINEPREDICT_TEST_REDIS_URL"):
+        pytest.skip("an existing Redis: its configuration is not ours")
+    assert redis_client.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
+    assert int(redis_client.config_get("maxmemory")["maxmemory"]) == maxmemory_bytes()
 
 
 def test_stored_predictions_are_bounded_per_model_oldest_first(make_settings) -> None:
