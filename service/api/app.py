@@ -16,9 +16,11 @@ from fastapi.routing import APIRoute
 
 from service.api import errors
 from service.api.broker import LazyProducer
+from service.api.http import raise_fd_limit, uvicorn_options
 from service.api.metrics_listener import MetricsListener
 from service.api.middleware import LimitsAndTiming
 from service.api.prometheus import ApiMetrics
+from service.api.ratelimit import RateLimiter
 from service.api.redis_access import RedisAccess
 from service.api.redis_pipe import RedisPipe
 from service.api.routes import (
@@ -81,6 +83,9 @@ def _unique_id(route: APIRoute) -> str:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     keyring = KeyRing(settings)  # a malformed key list: KeyConfigError, no secret in it
+    # from here on the app holds the keys' SHA-256 only (docs/security.md)
+    settings = settings.model_copy(update={"api_key": None, "api_keys": None})
+    limiter = RateLimiter(settings)  # shared counts in Redis; no connection made here
     if settings.api_key_on_reads is not None:
         logger.warning(
             "ONLINEPREDICT_API_KEY_ON_READS is deprecated and ignored: once a key is set,"
@@ -98,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 health_check_interval=30,
             )
             stack.push_async_callback(redis.aclose)
+            stack.push_async_callback(limiter.aclose)
             producer = LazyProducer(settings)
             stack.push_async_callback(producer.close)
             pipe = None
@@ -171,11 +177,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         LimitsAndTiming,
         max_body_bytes=settings.max_body_bytes,
         latency=app.state.metrics.latency,
+        max_concurrency=settings.max_concurrency,
+        body_timeout_s=settings.body_timeout_s,
+        limiter=limiter,
     )
     return app
 
 
-def serve(settings: Settings | None = None, **uvicorn_options: Any) -> None:
+def serve(settings: Settings | None = None, **uvicorn_options_given: Any) -> None:
     """Run the API with uvicorn on ``settings.api_host:api_port`` (``onlinepredict api``)."""
     import uvicorn
 
@@ -189,9 +198,12 @@ def serve(settings: Settings | None = None, **uvicorn_options: Any) -> None:
     ring: KeyRing = app.state.keyring
     if ring.path is not None:  # rotation without a restart (docs/security.md)
         signal.signal(signal.SIGHUP, lambda *_: ring.reload())
+    fds = raise_fd_limit()  # slow clients must not starve new connections of descriptors
+    if fds is not None and fds[0] != fds[1]:
+        logger.info("open-files limit raised from %d to %d", *fds)
     uvicorn.run(
         app,
         host=settings.api_host,
         port=settings.api_port,
-        **uvicorn_options,
+        **{**uvicorn_options(settings), **uvicorn_options_given},
     )

@@ -243,6 +243,12 @@ def test_no_key_configured_is_open_even_with_an_empty_header(settings: Settings)
 
 
 # ---- the key ring itself ---------------------------------------------------------------------
+def test_the_app_keeps_no_secret(c: TestClient) -> None:
+    held = c.app.state.settings  # type: ignore[attr-defined]
+    assert held.api_key is None and held.api_keys is None  # the key ring has their hashes
+    assert c.get("/v1/models", headers=h(LEGACY)).status_code == 200
+
+
 def test_only_hashes_are_kept_and_every_hash_is_compared(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     ring = sec.KeyRing(Settings(api_keys=API_KEYS, api_key=LEGACY))  # type: ignore[arg-type]
     entries = ring._entries  # noqa: SLF001
