@@ -48,6 +48,7 @@ from learners import Prediction
 from learners.base import Unanswerable
 from service.api.batch_answer import compact_answer, values_answer, wants_compact
 from service.api.batch_body import decode_predict_batch
+from service.api.cost import check_cost
 from service.api.deps import CacheDep, ModelIdPath, get_model
 from service.api.errors import InvalidInput
 from service.api.redis_access import RedisAccess
@@ -101,6 +102,8 @@ async def serve_predictions(
     # one (it may have changed): ask for it without storing anything.
     sha1 = known.sha1 if known is not None and _fits(known.spec, rows, X, settings) else ""
     for _ in range(SPEC_RETRIES):
+        if sha1 and known is not None:  # the cost budget, before storing or predicting
+            check_cost(known.spec, len(rows), settings.max_request_cost)
         if sha1 and X is None:  # built once the rows fit the spec (not ragged)
             X = _matrix(rows)
         res = await store.store_checked_predictions(
@@ -117,6 +120,8 @@ async def serve_predictions(
         sha1 = known.sha1
     else:  # pragma: no cover - the spec changed under each of SPEC_RETRIES round trips
         sha1 = ""
+        if known is not None:
+            check_cost(known.spec, len(rows), settings.max_request_cost)
         X = _matrix(rows) if X is None else X
     assert known is not None and X is not None
     spec = known.spec
@@ -321,13 +326,13 @@ class PredictRoute(APIRoute):
         if scope["app"].dependency_overrides:
             await super().handle(scope, receive, send)
             return
+        check_predict_key(request)  # before the body is read: a stranger costs no parsing
         body = await request.body()
         parsed = _plain_request(request, body)
         if parsed is None:
             await super().handle(scope, _replay(body, receive), send)
             return
         rows, hints, what, X = parsed
-        check_predict_key(request)
         model_id = scope["path_params"]["model_id"]
         cache = request.state.cache
         response = await serve_predictions(request, model_id, rows, hints, what, cache, X)
@@ -340,10 +345,10 @@ class PredictRoute(APIRoute):
         by ``decode_predict_batch`` (422 for any fault), then served as the same rows sent as
         JSON ``instances``. With dependency overrides (tests), it is handed to FastAPI's
         handler as that JSON body, so the overrides apply as for JSON."""
-        body = await request.body()
         overridden = bool(scope["app"].dependency_overrides)
         if not overridden:  # (with overrides FastAPI's handler checks the key)
-            check_predict_key(request)  # a 401 before any word about the body, as for JSON
+            check_predict_key(request)  # a 401 before the body is read, as for JSON
+        body = await request.body()
         X, hints = decode_predict_batch(body, request.app.state.settings.max_batch)
         if overridden:
             as_json = orjson.dumps({"instances": X.tolist(), "hints": hints})
