@@ -233,7 +233,8 @@ class Checkpoint:
 
 @dataclass
 class Health:
-    """``/healthz`` or ``/readyz``: ``ok`` is True on a 2xx answer; ``checks`` per dependency."""
+    """``/healthz`` or ``/readyz``: ``ok`` is True on a 2xx answer; ``body`` is ``{"status"}``
+    only (what failed is in the API's log, docs/security.md)."""
 
     ok: bool
     status: int
