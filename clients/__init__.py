@@ -25,6 +25,7 @@ _EXPORTS = {
     "AuthenticationError": "clients.errors",
     "PermissionDeniedError": "clients.errors",
     "UnavailableError": "clients.errors",
+    "RateLimitedError": "clients.errors",
     "ConnectionFailedError": "clients.errors",
     "load_dataset": "clients.datasets",
 }

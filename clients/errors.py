@@ -47,7 +47,13 @@ class ConflictError(OnlinePredictError):
 
 
 class PayloadTooLargeError(OnlinePredictError):
-    """413: the body or vector exceeds the server's limits."""
+    """413: the body exceeds the server's limits, or the request its cost budget
+    (ONLINEPREDICT_MAX_REQUEST_COST: the message says how many rows fit)."""
+
+
+class RateLimitedError(OnlinePredictError):
+    """429: over the key's rate limit (ONLINEPREDICT_RATE_LIMITS); idempotent calls are
+    retried after the answer's Retry-After first."""
 
 
 class ValidationError(OnlinePredictError):
@@ -74,6 +80,7 @@ _BY_STATUS: dict[int, type[OnlinePredictError]] = {
     409: ConflictError,
     413: PayloadTooLargeError,
     422: ValidationError,
+    429: RateLimitedError,
     503: UnavailableError,
 }
 

@@ -122,8 +122,9 @@ Op: TypeAlias = Generator[Step, Reply, T]
 
 
 def _send(call: _Call, retry: RetryPolicy, base_url: str) -> Op[httpx.Response]:
-    """One request with its retries: 503 and connection errors are tried again, with
-    backoff, up to ``retry.attempts`` times when the call is idempotent."""
+    """One request with its retries: 503, 429 (refused before any work) and connection
+    errors are tried again, with backoff (a Retry-After first), up to ``retry.attempts``
+    times when the call is idempotent."""
     attempts = retry.attempts if call.idempotent else 1
     for attempt in range(attempts):
         last = attempt == attempts - 1
@@ -134,7 +135,7 @@ def _send(call: _Call, retry: RetryPolicy, base_url: str) -> Op[httpx.Response]:
             wait = retry.delay(attempt)
         else:
             assert reply is not None, "a transport answers a _Call with a response or an error"
-            if reply.status_code != 503 or last:
+            if reply.status_code not in (429, 503) or last:
                 return reply
             wait = retry.delay(attempt, reply.headers.get("Retry-After"))
         logger.debug("%s %s failed, retry %d in %.2fs", call.method, call.path, attempt, wait)

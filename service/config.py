@@ -129,6 +129,31 @@ class Settings(BaseSettings):
     series_interval_s: float = Field(default=5.0, ge=0)
     series_points: int = Field(default=720, ge=1, le=10_000)
 
+    # --- cost limits (docs/security.md, "Limits"; service/api/middleware.py, cost.py) ------
+    # requests per key (per client address without a key) and scope, shared by every API
+    # through Redis: "scope=N/s" (or /m, /h) entries over these defaults, "scope=off" lifts
+    # one, "off" all; generous: the tests, `up --demo` and the benchmarks stay far below
+    rate_limits: str = Field(
+        default="read=2000/s,predict=2000/s,ingest=5000/s,admin=100/s",
+        pattern=r"(?i)^\s*(off|none|0|(read|predict|ingest|admin)\s*=\s*(off|\d+\s*/\s*[smh])"
+        r"(\s*,\s*(read|predict|ingest|admin)\s*=\s*(off|\d+\s*/\s*[smh]))*)?\s*,?\s*$",
+    )
+    # one request's estimated CPU (predict, quantify, events): rows x per-row cost of the
+    # kind, in units of ~1 ns of API CPU here (service/api/cost.py); 0 = no limit. 1e9
+    # (~1 s): a dvaw-sa d = 100 model predicts ~580 rows per request, a linear one 10,000
+    max_request_cost: int = Field(default=1_000_000_000, ge=0)
+    # requests worked on at once per API process (a body is read first, under the body
+    # timeout, without a slot); over it: 503 with Retry-After. /healthz is exempt
+    max_concurrency: int = Field(default=64, ge=1)
+    # a connection's request line and headers must arrive within header_timeout_s, its
+    # body within body_timeout_s of the headers (else closed / 408)
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    body_timeout_s: float = Field(default=30.0, gt=0)
+    # models at once, and their declared state counted with the kept history
+    # (state x (1 + history_keep)) over all models; 0 = no cap
+    max_models: int = Field(default=10_000, ge=0)
+    max_total_state_bytes: int = Field(default=16 * 1024**3, ge=0)
+
     # --- observability (`onlinepredict up --observe`) ----------------------------------------
     prometheus_port: int = Field(default=9090, ge=1, le=65535)  # the local Prometheus
 

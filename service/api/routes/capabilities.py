@@ -13,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 import learners
 from clients import wire
 from learners.quantification import METHODS
+from service.api.cost import check_cost
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep
 from service.api.errors import InvalidInput, NotSupported
 from service.api.routes._common import check_vectors, dense_rows, errors, jsonable
@@ -61,6 +62,7 @@ async def quantify(
         raise InvalidInput(f"unknown method={body.method!r}; valid ones are {list(METHODS)}")
     rows = dense_rows(model, body.instances, "instances")
     check_vectors(model, rows, settings, "instances")
+    check_cost(model, len(rows), settings.max_request_cost, "quantify")
     served = await cache.get(model)
     fn = served.learner.quantify  # type: ignore[attr-defined]
     X = np.asarray(rows, dtype=np.float64)
@@ -125,6 +127,7 @@ async def register_block(
         raise _unsupported(model, "block registration", _kinds_with("register"))
     vectors = dense_rows(model, body.vectors, "vectors")
     check_vectors(model, vectors, settings, "vectors")
+    check_cost(model, len(vectors), settings.max_request_cost, "blocks")
     served = await cache.get(model)
     # Dry run on a copy, so a block the learner would refuse is a 422 here, not a dead letter.
     trial = learners.load_state(served.learner.state())

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, status
 
 from clients import wire
+from service.api.cost import check_cost
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep, StoreDep
 from service.api.errors import InvalidInput
 from service.api.idempotency import (
@@ -60,6 +61,7 @@ async def send_events(
     # an object x is produced in list form: the worker's hot path stays the list's
     xs = dense_rows(model, [e.x for e in body.events], "events")
     check_vectors(model, xs, settings, "events")
+    check_cost(model, len(xs), settings.max_request_cost, "events")
     served = await cache.get(model)
     for i, e in enumerate(body.events):
         if e.y is not None:

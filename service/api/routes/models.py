@@ -11,6 +11,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 import learners
 from service.api.deps import CacheDep, ModelDep, ProducerDep, SettingsDep, StoreDep
 from service.api.errors import InvalidInput
+from service.api.redis_access import RedisAccess
 from service.api.routes._common import errors
 from service.api.schemas import (
     DeadLetter,
@@ -68,7 +69,7 @@ async def create_model(
         raise forbidden_model(principal, spec.id)
     if spec.dim > settings.max_dim:
         raise InvalidInput(f"dim {spec.dim} exceeds this server's limit of {settings.max_dim}")
-    check_state_budget(spec, settings)  # before building: the learner may not fit at all
+    declared = check_state_budget(spec, settings)  # before building: it may not fit at all
     try:
         build_learner(spec)
     except ValueError as exc:  # the learner refuses the spec, in its own words
@@ -77,6 +78,7 @@ async def create_model(
         raise InvalidInput(f"{spec.kind}: {exc}") from None
     if await store.get_spec(spec.id) is not None:  # before producing a marker for nothing
         raise _exists(spec.id)
+    await check_capacity(declared, settings, store)
     incarnation = uuid.uuid4().hex
     marker = registry.created_marker(spec.id, incarnation)
     [(partition, offset)] = await producer.send_all(settings.events_topic, spec.id, [marker])
@@ -92,10 +94,11 @@ def _exists(model: str) -> HTTPException:
     return HTTPException(status.HTTP_409_CONFLICT, detail=f"model {model!r} already exists")
 
 
-def check_state_budget(spec: ModelSpec, settings: Settings) -> None:
-    """``InvalidInput`` (422) naming the formula and the figure when the model's declared
-    state, the learner's plus the running statistics', exceeds ``max_state_bytes``; a bad
-    spec raises, as ``InvalidInput``, the error building it would."""
+def check_state_budget(spec: ModelSpec, settings: Settings) -> int:
+    """The model's declared state in bytes, the learner's plus the running statistics'.
+    ``InvalidInput`` (422) naming the formula and the figure when it exceeds
+    ``max_state_bytes`` (one checkpoint: one Redis value); a bad spec raises, as
+    ``InvalidInput``, the error building it would."""
     try:
         pre = spec.preprocess.model_dump() if spec.preprocess else None
         learner = learners.state_size(spec.kind, spec.dim, spec.params, pre)
@@ -111,6 +114,48 @@ def check_state_budget(spec: ModelSpec, settings: Settings) -> None:
             f" for the learner + {stats.formula} of running statistics); this server's"
             f" budget is {_size(settings.max_state_bytes)} (ONLINEPREDICT_MAX_STATE_BYTES)"
         )
+    return total
+
+
+def _declared(spec: ModelSpec) -> int:
+    """An existing model's declared state (0 when its kind is no longer installed)."""
+    try:
+        pre = spec.preprocess.model_dump() if spec.preprocess else None
+        learner = learners.state_size(spec.kind, spec.dim, spec.params, pre)
+        stats = RunningStats.state_size(learners.REGISTRY[spec.kind].task, spec.dim)
+    except (ValueError, TypeError, KeyError):
+        return 0
+    return learner.bytes + stats.bytes
+
+
+async def check_capacity(declared: int, settings: Settings, store: RedisAccess) -> None:
+    """``InvalidInput`` (422) when one more model would pass ``max_models``, or when the
+    state of every model with this one, each counted ``1 + history_keep`` times (the
+    checkpoint and the history kept for rollback), would pass ``max_total_state_bytes``.
+
+    Counted from the stored specs, not reserved: two creates at the same moment may both
+    pass the last free place (each is at most one model over; the ``admin`` rate limit
+    bounds how many can race). docs/security.md, "Limits"."""
+    if not settings.max_models and not settings.max_total_state_bytes:
+        return
+    specs = [ModelSpec.from_stored(s) for s in await store.list_specs()]
+    if settings.max_models and len(specs) >= settings.max_models:
+        raise InvalidInput(
+            f"this server holds {len(specs)} models, its limit (ONLINEPREDICT_MAX_MODELS is"
+            f" {settings.max_models}): delete one before creating another"
+        )
+    if settings.max_total_state_bytes:
+        copies = 1 + settings.history_keep
+        held = sum(_declared(s) for s in specs) * copies
+        total = held + declared * copies
+        if total > settings.max_total_state_bytes:
+            raise InvalidInput(
+                f"this model's state, {_size(declared)} x {copies} (the checkpoint and"
+                f" {settings.history_keep} kept for rollback, ONLINEPREDICT_HISTORY_KEEP),"
+                f" with the {len(specs)} models' {_size(held)} would make {_size(total)}, over"
+                f" this server's total of {_size(settings.max_total_state_bytes)}"
+                " (ONLINEPREDICT_MAX_TOTAL_STATE_BYTES)"
+            )
 
 
 def _size(n: int) -> str:
