@@ -1,16 +1,18 @@
 # syntax=docker/dockerfile:1.7
 # One image for api, worker and replayer: `onlinepredict api|worker|replay ...`.
+# Base images pinned by exact version (tests/deploy); add an @sha256 digest where your
+# registry policy asks for one (`docker buildx imagetools inspect <image>` prints it).
 
 # The browser assets (uPlot for /dashboard, Swagger UI and ReDoc for /docs and /redoc),
 # from npm at the locked versions, as `make setup` installs them.
-FROM node:20-slim AS assets
+FROM node:20.18.0-bookworm-slim AS assets
 WORKDIR /assets
 COPY service/dashboard/package.json service/dashboard/package-lock.json ./dashboard/
 COPY service/docs_ui/package.json service/docs_ui/package-lock.json service/docs_ui/.npmrc ./docs_ui/
 RUN (cd dashboard && npm ci --no-audit --no-fund) \
  && (cd docs_ui && npm ci --no-audit --no-fund)
 
-FROM python:3.11-slim AS build
+FROM python:3.11.10-slim-bookworm AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -23,7 +25,7 @@ RUN python -m venv /opt/venv \
  && cd / && NUMBA_CACHE_DIR=/opt/numba-cache /opt/venv/bin/python -c \
     "from learners._accel import warm; warm(); from service.store import seen; seen.warm()"
 
-FROM python:3.11-slim AS runtime
+FROM python:3.11.10-slim-bookworm AS runtime
 # (warm() runs from / so that it compiles the installed package, not /src's copy: numba's
 # cache is keyed by the source file's path and modification time.)
 # NUMBA_CACHE_DIR: the learners' compiled kernels and the ids' BLAKE2b, compiled at build
@@ -43,7 +45,7 @@ COPY --from=assets /assets/docs_ui/node_modules/swagger-ui-dist ${SITE}/service/
 COPY --from=assets /assets/docs_ui/node_modules/redoc/bundles ${SITE}/service/docs_ui/node_modules/redoc/bundles
 WORKDIR /app
 USER app
-EXPOSE 8000 9100
+EXPOSE 8000 9100 9101
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=5 \
   CMD ["python", "-c", "import os,sys,urllib.request; port=os.environ.get('ONLINEPREDICT_HEALTH_PORT', os.environ.get('ONLINEPREDICT_API_PORT','8000')); sys.exit(0 if urllib.request.urlopen(f'http://127.0.0.1:{port}/healthz', timeout=2).status == 200 else 1)"]
 ENTRYPOINT ["onlinepredict"]

@@ -38,11 +38,21 @@ def test_compose_healthchecks_and_dependencies() -> None:
 
 
 def test_compose_has_no_inline_secrets() -> None:
-    text = (ROOT / "docker-compose.yml").read_text()
-    for var in ("ONLINEPREDICT_API_KEY", "GRAFANA_ADMIN_PASSWORD", "GF_SECURITY_ADMIN_PASSWORD"):
-        for line in text.splitlines():
-            if var + ":" in line:
-                assert "${" in line and ":?" in line, line
+    """A secret is interpolated from .env, required where it is used (``:?``), or emptied
+    (``""``) where .env would hand it to a process that must not hold it."""
+    for name in ("docker-compose.yml", "docker-compose.secure.yml"):
+        text = (ROOT / name).read_text()
+        for var in (
+            "ONLINEPREDICT_API_KEY",
+            "GRAFANA_ADMIN_PASSWORD",
+            "GF_SECURITY_ADMIN_PASSWORD",
+            "_PASSWORD",
+        ):
+            for line in text.splitlines():
+                m = re.match(r"\s*(\w*" + var + r"\w*): (.*)$", line)
+                if m:
+                    value = m.group(2)
+                    assert value == '""' or re.fullmatch(r"\$\{\w+:[?-][^}]*\}", value), line
 
 
 def test_compose_environment_matches_settings() -> None:
@@ -57,13 +67,14 @@ def test_compose_environment_matches_settings() -> None:
             ):
                 assert var.removeprefix("ONLINEPREDICT_").lower() in fields, f"{name}: {var}"
     api_port = services["api"]["environment"]["ONLINEPREDICT_API_PORT"]
-    assert services["api"]["ports"] == [f"{api_port}:{api_port}"]
+    assert services["api"]["ports"] == [f"127.0.0.1:${{STACK_API_PORT:-{api_port}}}:{api_port}"]
+    metrics_port = services["api"]["environment"]["ONLINEPREDICT_METRICS_PORT"]
     worker_port = services["worker-1"]["environment"]["ONLINEPREDICT_WORKER_METRICS_PORT"]
     prom = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
     targets = {
         t for job in prom["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]
     }
-    assert f"api:{api_port}" in targets
+    assert f"api:{metrics_port}" in targets and f"api:{api_port}" not in targets
     assert {f"worker-1:{worker_port}", f"worker-2:{worker_port}"} <= targets
 
 
@@ -75,7 +86,7 @@ def test_dockerfile_runs_as_non_root_with_real_commands() -> None:
     commands = {"api", "worker"} | {
         svc["command"][0]
         for svc in _compose()["services"].values()
-        if svc.get("image") == "onlinepredict:latest" and svc.get("command")
+        if svc.get("image", "").startswith("onlinepredict:") and svc.get("command")
     }
     if importlib.util.find_spec("service.cli") is None:
         raise AssertionError("service/cli.py is missing")
@@ -267,9 +278,12 @@ def test_every_variable_compose_interpolates_is_in_env_example() -> None:
 
 
 def test_env_file_reaches_every_app_service() -> None:
+    apps = 0
     for name, svc in _compose()["services"].items():
-        if svc.get("image") == "onlinepredict:latest":
+        if svc.get("image", "").startswith("onlinepredict:"):
             assert {"path": ".env", "required": False} in svc.get("env_file", []), name
+            apps += 1
+    assert apps >= 4
 
 
 def test_kafka_log_is_on_the_volume() -> None:
