@@ -37,10 +37,12 @@ def request_bytes(
     body: bytes,
     content_type: str = "application/json",
     accept: str = "",
+    headers: tuple[str, ...] = (),
 ) -> bytes:
     head = (
         f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {content_type}\r\n"
         + (f"Accept: {accept}\r\n" if accept else "")
+        + "".join(f"{h}\r\n" for h in headers)
         + f"Content-Length: {len(body)}\r\nConnection: keep-alive\r\n\r\n"
     )
     return head.encode() + body
@@ -105,7 +107,9 @@ def pct(sorted_ms: list[float], q: float) -> float | None:
 async def run(args: argparse.Namespace) -> dict[str, object]:
     with open(args.body_file, "rb") as fh:
         body = fh.read()
-    req = request_bytes(args.host, args.port, args.path, body, args.content_type, args.accept)
+    req = request_bytes(
+        args.host, args.port, args.path, body, args.content_type, args.accept, tuple(args.header)
+    )
     lat: list[float] = []
     statuses: dict[int, int] = {}
     t_start = time.perf_counter() + 0.05
@@ -141,6 +145,7 @@ def main() -> None:
     ap.add_argument("--body-file", required=True)
     ap.add_argument("--content-type", default="application/json")
     ap.add_argument("--accept", default="", help="an Accept header (none when empty)")
+    ap.add_argument("--header", action="append", default=[], help="'Name: value', repeatable")
     ap.add_argument("--conns", type=int, default=16)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--warmup", type=float, default=0.5, help="seconds not counted")
