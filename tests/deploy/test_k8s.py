@@ -668,3 +668,32 @@ def test_secure_overlay_network_policies() -> None:
                 assert [p["port"] for p in rule["ports"]] == [8000]
         egress = {p["port"] for rule in pol["spec"]["egress"] for p in rule["ports"]}
         assert egress == {kafka_port, redis_port, 53}, egress
+
+
+# ---- Kafka and Redis for the base (deploy/k8s-deps: Strimzi, the Bitnami chart) ------------
+def test_kafka_and_redis_of_k8s_deps_match_the_configmap() -> None:
+    config = _config(_resources())
+    kafka_docs = _load(ROOT / "deploy/k8s-deps/strimzi-kafka.yaml")
+    kafka = _one(kafka_docs, "Kafka")
+    (listener,) = kafka["spec"]["kafka"]["listeners"]
+    # Strimzi names the bootstrap Service <cluster>-kafka-bootstrap
+    host, port = config["ONLINEPREDICT_KAFKA_BOOTSTRAP"].rsplit(":", 1)
+    assert host.split(".")[0] == f"{kafka['metadata']['name']}-kafka-bootstrap"
+    assert int(port) == listener["port"]
+    topics = {d["metadata"]["name"]: d["spec"] for d in kafka_docs if d["kind"] == "KafkaTopic"}
+    assert topics[_setting(config, "events_topic")]["partitions"] == int(
+        config["ONLINEPREDICT_PARTITIONS"]
+    )
+    assert _setting(config, "deadletter_topic") in topics
+    assert kafka["spec"]["kafka"]["config"]["auto.create.topics.enable"] is False
+    for pool in (d for d in kafka_docs if d["kind"] == "KafkaNodePool"):
+        assert pool["metadata"]["labels"]["strimzi.io/cluster"] == kafka["metadata"]["name"]
+    values = _load(ROOT / "deploy/k8s-deps/bitnami-redis-values.yaml")[0]
+    for role in ("master", "replica"):
+        flags = " ".join(values[role]["extraFlags"])
+        assert (
+            re.search(r"--maxmemory \d+[kmg]b", flags) and "--maxmemory-policy noeviction" in flags
+        )
+    # the chart's master Service, released as `redis`
+    assert re.match(r"redis://redis-master\.", config["ONLINEPREDICT_REDIS_URL"])
+    assert values["metrics"]["enabled"] is True
