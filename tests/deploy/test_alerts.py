@@ -76,6 +76,7 @@ def test_issue_34_alerts_exist() -> None:
     text = " ".join(exprs.values())
     for needle in (
         "onlinepredict_model_halted",
+        "onlinepredict_model_refused_share",
         'outcome="rejected"',
         "onlinepredict:consumer_lag:max",
         "onlinepredict_checkpoint_age_seconds",
