@@ -34,6 +34,7 @@ from service.embedded.stack import (
     _spawn,
     _wait,
     free_port,
+    maxmemory_bytes,
     redis_answers,
     redis_server_binary,
 )
@@ -224,13 +225,18 @@ def start_redis_cluster(
     host: str = "127.0.0.1",
     timeout: float = START_TIMEOUT_S,
     log_dir: str | None = None,
+    maxmemory: str | int | None = None,
 ) -> RedisClusterServer:
     """Start a ``masters`` + ``masters * replicas_per_master`` node Redis Cluster on free
     ports and wait until it serves every slot. Nothing is persisted (``appendonly no``, no
-    snapshots): a node restarted is a new, empty node."""
+    snapshots): a node restarted is a new, empty node. Each node runs with ``noeviction``
+    and a ``masters``-th of ``maxmemory`` (``service.embedded.stack.maxmemory_bytes``: the
+    argument, else ``ONLINEPREDICT_REDIS_MAXMEMORY``, else sized to the machine), so the
+    masters together hold what one embedded Redis would."""
     if masters < 1 or replicas_per_master < 0:
         raise ValueError("a cluster needs at least one master and no negative replica count")
     binary = redis_server_binary()
+    cap = maxmemory_bytes(maxmemory) // masters
     nodes: list[ClusterNode] = []
     dirs: list[str] = []
     taken: set[int] = set()
@@ -258,6 +264,8 @@ def start_redis_cluster(
                 # stamps make them re-learn what it missed (docs/reliability.md)
                 "--cluster-replica-validity-factor", "0",
                 "--logfile", log,
+                "--maxmemory", str(cap),
+                "--maxmemory-policy", "noeviction",
             ]  # fmt: skip
             proc = _spawn(cmd)
             url = f"redis://{host}:{port}/0"

@@ -192,7 +192,10 @@ class Stack:
         if self.settings.redis_mode == "cluster" and redis_answers(host, port):
             logger.info("using the Redis Cluster at %s:%d", host, port)
             return "existing"
-        server = start_redis_cluster(log_dir=str(self.log_dir) if self.log_dir else None)
+        server = start_redis_cluster(
+            log_dir=str(self.log_dir) if self.log_dir else None,
+            maxmemory=self.settings.redis_maxmemory,
+        )
         self.started.append(server)
         self.settings = self.settings.model_copy(
             update={"redis_url": server.url, "redis_mode": "cluster"}

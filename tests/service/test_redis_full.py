@@ -334,6 +334,14 @@ def test_the_session_redis_runs_capped_without_eviction(redis_client, redis_url:
     assert int(redis_client.config_get("maxmemory")["maxmemory"]) == maxmemory_bytes()
 
 
+def test_the_embedded_cluster_runs_capped_without_eviction(redis_cluster) -> None:
+    """Each node holds a masters-th of the cap, so the cluster holds what one Redis would."""
+    for node in redis_cluster.nodes:
+        with redis_lib.Redis(host=node.host, port=node.port) as c:
+            assert c.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
+            assert int(c.config_get("maxmemory")["maxmemory"]) == maxmemory_bytes() // 3
+
+
 def test_stored_predictions_are_bounded_per_model_oldest_first(make_settings) -> None:
     settings: Settings = make_settings(max_predictions=150, series_interval_s=0)
     keys = Keys(settings.key_prefix)
