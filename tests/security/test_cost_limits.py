@@ -281,3 +281,24 @@ def test_the_sdk_says_rate_limited(make_settings) -> None:  # type: ignore[no-un
         with pytest.raises(RateLimitedError) as err:  # retried once (idempotent), then raised
             sdk.get_model(mid)
         assert err.value.status == 429 and "'read' scope" in str(err.value)
+
+
+def test_the_limiter_counts_on_a_redis_cluster(make_settings, redis_cluster) -> None:  # type: ignore[no-untyped-def]
+    # the same counts through limits' cluster storage (async+redis+cluster://, redis-py)
+    from service.api.ratelimit import RateLimiter
+
+    st = make_settings(redis_url=redis_cluster.url, redis_mode="cluster", rate_limits="ingest=3/m")
+
+    async def run() -> list[float | None]:
+        one, two = RateLimiter(st), RateLimiter(st)  # two API processes' limiters
+        try:
+            waits = [await (one if i % 2 else two).retry_after("ingest", "key:k") for i in range(4)]
+            waits.append(await one.retry_after("ingest", "key:other"))
+            return waits
+        finally:
+            await one.aclose()
+            await two.aclose()
+
+    waits = asyncio.run(run())
+    assert waits[:3] == [None, None, None] and waits[4] is None
+    assert waits[3] is not None and 0 < waits[3] <= 60
