@@ -5,6 +5,7 @@ leaves out fails a request or stops the worker's learning, so the pass fails."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,9 +25,15 @@ def wait(pred: Callable[[], Any], what: str) -> Any:
     raise AssertionError(f"no {what} within {WAIT_S}s")
 
 
-def exercise(client: TestClient, mid: str, headers: dict[str, str]) -> dict[str, Any]:
-    """Create, learn, predict, label, read every figure, roll back, delete. Returns the
-    status after the label was learned."""
+def exercise(
+    client: TestClient,
+    mid: str,
+    headers: dict[str, str],
+    send_raw: Callable[[bytes, bytes], None],
+) -> dict[str, Any]:
+    """Create, learn, refuse one event (sent raw to Kafka with ``send_raw(key, value)``:
+    the API would answer it 422), predict, label, read every figure and the dead letters,
+    roll back, delete. Returns the status after the label was learned."""
 
     def ok(r: Any, *codes: int) -> Any:
         assert r.status_code in codes, (r.request.method, r.request.url, r.status_code, r.text)
@@ -43,6 +50,12 @@ def exercise(client: TestClient, mid: str, headers: dict[str, str]) -> dict[str,
         return ok(client.get(f"/v1/models/{mid}", headers=headers), 200).json()["status"]  # type: ignore[no-any-return]
 
     wait(lambda: status()["applied"] == 60 and status()["duplicate"] == 5, "60 applied, 5 dupes")
+    # a wrong dimension: the worker refuses it (dead-letter topic, the model's letter list)
+    bad = {"model": mid, "id": "bad-1", "x": [1.0, 2.0], "y": 1.0}
+    send_raw(mid.encode(), json.dumps(bad).encode())
+    wait(lambda: status()["rejected"] == 1, "the bad event refused")
+    letters = ok(client.get(f"/v1/models/{mid}/deadletters", headers=headers), 200).json()
+    assert [d["event_id"] for d in letters["deadletters"]] == ["bad-1"], letters
     pred = ok(
         client.post(f"/v1/models/{mid}/predict", json={"x": [1.0, 2.0, -1.0]}, headers=headers),
         200,

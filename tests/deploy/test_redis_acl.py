@@ -167,6 +167,7 @@ def test_api_and_worker_run_the_service_over_their_acl_users(
     from service.api import create_app
     from tests.deploy._acl_flow import exercise
     from tests.service._api_helpers import terminate
+    from tests.service.conftest import produce, run
 
     tag = uuid.uuid4().hex[:8]
     api = make_settings(
@@ -188,12 +189,17 @@ def test_api_and_worker_run_the_service_over_their_acl_users(
     auditor.acl_log_reset()
     try:
         with TestClient(create_app(api)) as client:
-            learned = exercise(client, "acl-model", {})
+            learned = exercise(
+                client,
+                "acl-model",
+                {},
+                lambda key, value: run(produce(api, [(key, value)], raw=True)),
+            )
     except AssertionError as exc:  # say what the ACL refused (a stuck worker says nothing)
         raise AssertionError(f"{exc}; ACL log: {_refusals(auditor)}") from exc
     finally:
         terminate(worker, 20)
-    assert learned["applied"] == 61 and learned["duplicate"] == 5
+    assert learned["applied"] == 61 and learned["duplicate"] == 5 and learned["rejected"] == 1
     assert worker.returncode == 0, "the worker did not stop cleanly"
     assert _refusals(auditor) == []
 
