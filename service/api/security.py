@@ -72,8 +72,8 @@ ANONYMOUS = Principal("anonymous", frozenset(SCOPES))  # no key configured: deve
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
-    digest: bytes = b""
-    principal: Principal = ANONYMOUS
+    digest: bytes
+    principal: Principal
 
     def __repr__(self) -> str:  # no digest either: nothing about the secret in a log
         return f"_Entry({self.principal!r})"
@@ -121,7 +121,7 @@ class KeyRing:
     """The valid keys of one API process: fixed ones from the settings plus the file's,
     which ``reload`` replaces (SIGHUP, or a new mtime seen by ``maybe_reload``)."""
 
-    def __init__(self, settings: Settings, *, clock=time.monotonic) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, settings: Settings) -> None:
         fixed: list[_Entry] = []
         if settings.api_key is not None:
             secret = settings.api_key.get_secret_value()  # ('changethis': config.py refuses)
@@ -130,10 +130,9 @@ class KeyRing:
             fixed += parse_keys(settings.api_keys.get_secret_value(), "ONLINEPREDICT_API_KEYS")
         self._fixed = tuple(fixed)
         self.path = settings.api_keys_file
-        self._clock = clock
         self._lock = threading.Lock()
         self._mtime: float | None = None
-        self._checked = clock()
+        self._checked = time.monotonic()
         self._entries: tuple[_Entry, ...] = self._fixed
         if self.path is not None:
             self._entries = self._fixed + tuple(self._read_file())
@@ -175,7 +174,7 @@ class KeyRing:
 
     def maybe_reload(self) -> None:
         """On a request: reload when the file's mtime changed (looked at once a second)."""
-        now = self._clock()
+        now = time.monotonic()
         if self.path is None or now - self._checked < FILE_CHECK_INTERVAL_S:
             return
         self._checked = now
