@@ -130,7 +130,8 @@ class KeyRing:
             fixed += parse_keys(settings.api_keys.get_secret_value(), "ONLINEPREDICT_API_KEYS")
         self._fixed = tuple(fixed)
         self.path = settings.api_keys_file
-        self._lock = threading.Lock()
+        # reentrant: SIGHUP's handler runs on the thread a reload may be in
+        self._lock = threading.RLock()
         self._mtime: float | None = None
         self._checked = time.monotonic()
         self._entries: tuple[_Entry, ...] = self._fixed
@@ -154,9 +155,6 @@ class KeyRing:
     def configured(self) -> bool:
         """Any key at all (fixed, or a keys file, even an empty one: closed until filled)."""
         return bool(self._fixed) or self.path is not None
-
-    def names(self) -> list[str]:
-        return sorted({e.principal.name for e in self._entries})
 
     def reload(self) -> bool:
         """Re-read the keys file; a bad file keeps the keys in force (logged, no secret)."""
