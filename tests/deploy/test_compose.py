@@ -371,6 +371,17 @@ def test_secure_redis_users_match_the_acl_template() -> None:
         if src.startswith("./"):
             assert (ROOT / src).exists(), src
     assert redis_svc["entrypoint"][-1] == "/etc/redis/start-with-acl.sh"
+    # not root, and the file it writes is on a tmpfs that user owns
+    uid = redis_svc["user"].split(":")[0]
+    assert uid != "0" and redis_svc["read_only"] is True and redis_svc["cap_drop"] == ["ALL"]
+    (tmpfs,) = redis_svc["tmpfs"]
+    script = (ROOT / "deploy/redis/start-with-acl.sh").read_text()
+    default = re.search(r"out=\$\{REDIS_ACL_FILE:-(\S+)\}", script)
+    template = re.search(r"template=\$\{REDIS_ACL_TEMPLATE:-(\S+)\}", script)
+    assert default and template
+    assert tmpfs.split(":")[0] == str(pathlib.PurePosixPath(default.group(1)).parent)
+    assert f"uid={uid}" in tmpfs
+    assert any(v.endswith(f":{template.group(1)}:ro") for v in redis_svc["volumes"])
     for svc_name, user in (("api", "onlinepredict-api"), ("worker-1", "onlinepredict-worker")):
         url = stack["services"][svc_name]["environment"]["ONLINEPREDICT_REDIS_URL"]
         m = re.fullmatch(r"redis://([\w-]+):(\w+)@redis:6379/0", url)
