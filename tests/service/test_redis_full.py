@@ -145,6 +145,7 @@ def test_a_predict_flood_fills_redis_and_learning_survives_it(
             # big ones are refused, until even one row is refused: Redis is over its cap for
             # every write (a small one fits where a big one's query buffer did not).
             rows = 5000
+            stored_pid = ""
             refused_one_row = False
             full_answer = None
             while not refused_one_row:
@@ -155,6 +156,8 @@ def test_a_predict_flood_fills_redis_and_learning_survives_it(
                     headers={**HEADERS, "Content-Type": PREDICT_CONTENT_TYPE},
                 )
                 statuses["predict"].append(resp.status_code)
+                if resp.status_code == 200:
+                    stored_pid = resp.json()["predictions"][0]["prediction_id"]
                 assert resp.status_code in (200, 503), resp.text  # never a 500
                 if resp.status_code == 503:
                     full_answer = resp
@@ -174,6 +177,14 @@ def test_a_predict_flood_fills_redis_and_learning_survives_it(
             # (the flood's freed query buffers), so the cap is set under what Redis holds,
             # and every write is refused until the test frees memory
             r.config_set("maxmemory", int(_memory(r)["used_memory"]) - 16 * 2**20)
+            # every storing request is a 503 with Retry-After, reads go on
+            for path, payload in (
+                ("/v1/models", {"id": "late", "kind": "pa", "dim": 2, "params": {}}),
+                ("/v1/models/flood/labels", {"prediction_id": stored_pid, "y": 1.0}),
+            ):
+                resp = api.post(path, json=payload, headers=HEADERS)
+                assert resp.status_code == 503 and "Retry-After" in resp.headers, resp.text
+            assert api.get("/v1/models/learner", headers=HEADERS).status_code == 200
             while chunks:  # the rest of the events while Redis is full
                 send_events(chunks.pop(0))
 
