@@ -63,7 +63,11 @@ def river_streams() -> Iterator[tuple[str, np.ndarray, list[Any] | None]]:
             keys = keys or sorted(xs)
             rows.append([xs.get(k, 0.0) for k in keys])
             ys.append(float(y) if name in REGRESSION else None)
-        yield f"real_streams.py: {name}", np.array(rows), (ys if name in REGRESSION else None)
+        yield (
+            f"benchmarks/real_streams.py: {name}",
+            np.array(rows),
+            (ys if name in REGRESSION else None),
+        )
 
 
 def dvaw_streams() -> Iterator[tuple[str, np.ndarray, list[Any] | None]]:
@@ -71,14 +75,18 @@ def dvaw_streams() -> Iterator[tuple[str, np.ndarray, list[Any] | None]]:
 
     for name in ("TrumpApproval", "WaterFlow", "AirlinePassengers", "ChickWeights"):
         X, y, _ = featurised(name)
-        yield f"dvaw/real_streams.py: {name}", np.asarray(X, float), [float(v) for v in y]
+        yield (
+            f"benchmarks/dvaw/real_streams.py: {name}",
+            np.asarray(X, float),
+            [float(v) for v in y],
+        )
 
 
 def apas_panel() -> Iterator[tuple[str, np.ndarray, list[Any] | None]]:
     from benchmarks.apas.common import load_sp500_2010
 
     X, y, _ = load_sp500_2010()
-    yield "apas: SP500 2010 panel", np.asarray(X, float), [float(v) for v in y]
+    yield "benchmarks/data/sp500_2010.csv.gz (APAS)", np.asarray(X, float), [float(v) for v in y]
 
 
 def bundled_classification() -> Iterator[tuple[str, np.ndarray, list[Any] | None]]:
@@ -97,12 +105,14 @@ def bundled_classification() -> Iterator[tuple[str, np.ndarray, list[Any] | None
     raw_problem = load("arow").raw_problem
     load_all = load("nemsis").load_all
 
-    sets = {f"arow/real.py: {p}": raw_problem(p)[0] for p in ("breast_cancer", "digits-0")}
+    sets = {
+        f"benchmarks/arow/real.py: {p}": raw_problem(p)[0] for p in ("breast_cancer", "digits-0")
+    }
     seen: set[int] = set()  # the Yeast ladder shares one X: once
     for k, (X, _) in load_all().items():
         if id(X) not in seen and not k.startswith("digits"):  # digits: arow's above
             seen.add(id(X))
-            sets[f"nemsis/real.py: {k.split('-')[0]}"] = X
+            sets[f"benchmarks/nemsis/real.py: {k.split('-')[0]}"] = X
     for name, X in sets.items():
         X = np.asarray(X, dtype=float)
         yield name, X, None
@@ -116,13 +126,13 @@ def synthetic() -> Iterator[tuple[str, np.ndarray, list[Any] | None]]:
     from tests.learners.test_dvaw import gaussian, rankdef
 
     X, y, _ = gaussian(10, 5000, 0)
-    yield "test_dvaw: gaussian d=10", X, [float(v) for v in y]
+    yield "tests/learners/test_dvaw.py: gaussian d=10", X, [float(v) for v in y]
     X, y = rankdef(3000, 10, 1, True)
-    yield "test_dvaw: rank-deficient", X, [float(v) for v in y]
+    yield "tests/learners/test_dvaw.py: rank-deficient", X, [float(v) for v in y]
     X, y, _ = dense_data()
-    yield "test_arow: dense data", X, None
+    yield "tests/learners/test_arow.py: dense data", X, None
     X, y = apas_stream(2000, 20, 3)
-    yield "test_apas: index stream", X, [float(v) for v in y]
+    yield "tests/learners/test_apas.py: index stream", X, [float(v) for v in y]
     for kind in sorted(learners.REGISTRY):
         cls = learners.REGISTRY[kind]
         X, Y = cls._test_stream(8, 2000, 0)
