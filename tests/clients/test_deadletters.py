@@ -104,6 +104,8 @@ def test_refused_events_are_listed_with_why(
         _send(api, model, hostile)
         body = _wait(api, model, lambda s: s.get("rejected", 0) == 62 and s.get("refusing"))
         assert body["status"]["refused_share"] >= 0.5
+        listed = httpx.get(f"{api_url}/v1/models", timeout=10).json()["models"]
+        assert next(m for m in listed if m["id"] == model)["status"]["refusing"] is True
         text = api.metrics_text()
         line = next(
             ln

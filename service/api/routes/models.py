@@ -171,12 +171,14 @@ def _size(n: int) -> str:
 @router.get("", response_model=ModelList, dependencies=[ReadKey], responses=errors(401, 503))
 async def list_models(store: StoreDep, request: Request) -> ModelList:
     """Every model the key reaches (all, or those under its prefix), each with its
-    checkpoint version, event counters and last update."""
+    checkpoint version, event counters, last update and refused share."""
     principal = principal_of(request)
     specs = [ModelSpec.from_stored(s) for s in await store.list_specs()]
     specs = [s for s in specs if principal.reaches(s.id)]
-    statuses = await store.statuses([s.id for s in specs])
-    return ModelList(models=[_out(s, statuses[s.id]) for s in specs])
+    ids = [s.id for s in specs]
+    statuses = await store.statuses(ids)
+    shares = await store.refused_shares(ids)
+    return ModelList(models=[_out(s, _refusals(statuses[s.id], shares.get(s.id))) for s in specs])
 
 
 @router.get(
@@ -187,9 +189,16 @@ async def get_model(model: ModelDep, store: StoreDep) -> ModelOut:
     refuses most of its recent events (``refusing``, ``refused_share``)."""
     status_ = await store.status(model.id)
     share = (await store.refused_shares([model.id])).get(model.id)
-    if share is not None and share[0]:
-        status_ = {**status_, "refused_share": share[1] / share[0], "refusing": refusing(*share)}
-    return _out(model, status_)
+    return _out(model, _refusals(status_, share))
+
+
+def _refusals(
+    status_: dict[str, int | float | str | None], share: tuple[int, int] | None
+) -> dict[str, int | float | str | None]:
+    """The status with the model's recent refused share (service/store/deadletters.py)."""
+    if share is None or not share[0]:
+        return status_
+    return {**status_, "refused_share": share[1] / share[0], "refusing": refusing(*share)}
 
 
 @router.delete(
@@ -205,6 +214,7 @@ async def delete_model(
     await store.delete_model(model.id, topic=settings.events_topic)
     cache.forget(model.id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
 
 @router.get(
     "/{model_id}/deadletters",
