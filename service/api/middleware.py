@@ -135,6 +135,7 @@ class LimitsAndTiming:
                         f" ({self.limiter.items[needed]}, ONLINEPREDICT_RATE_LIMITS);"
                         f" retry in {retry} s",
                         {"retry-after": str(retry)},
+                        close=chunked or bool(declared),  # its body is left unread
                     )
                     return
         if chunked or (declared or 0) > 0:
