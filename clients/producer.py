@@ -5,8 +5,11 @@ event as JSON (``send``, ``send_event``, or ``send_many(..., format="json")``).
 The key is the model id, so all of a model's events land on one partition (single writer).
 A model created through the API lives on one partition for life, its home (``partition``
 in ``GET /v1/models/{id}``): give the producer ``partitions={model: partition}`` so its
-events go there even after partitions are added to the topic (the worker dead-letters a
-model's events that arrive on another partition; docs/reliability.md, "Partitions").
+events go there directly (a worker that finds a model's event on another partition
+forwards it home, which costs a second produce; docs/reliability.md, "Partitions"), and
+``incarnations={model: incarnation}`` (``incarnation`` in ``GET /v1/models/{id}``) so an
+event still in flight when the model is deleted and created again is never learned by
+the new model.
 Each event gets a uuid4 ``id`` where it has none: that id is the worker's idempotency key,
 so re-sending after a failure can never double-apply an event. The producer is *not*
 Kafka-idempotent (the testbed broker lacks it); correctness relies on the event ids.
@@ -90,6 +93,11 @@ class EventProducer:
     partitions : Mapping[str, int], optional
         Home partition per model (``partition`` of ``GET /v1/models/{id}``); a model listed
         here is produced to that partition, any other by its key's hash.
+    incarnations : Mapping[str, str], optional
+        Incarnation per model (``incarnation`` of ``GET /v1/models/{id}``, or
+        ``ModelInfo.incarnation``), put on each of its events (``"incarnation"``, and in
+        frames): after the model is deleted and created again, an event for the old one
+        still in flight is dead-lettered instead of learned by the new one.
     **kafka : Any
         Passed to ``AIOKafkaProducer`` (``security_protocol``, ``sasl_mechanism``,
         ``sasl_plain_username``, ``sasl_plain_password``, ``ssl_context``, ...).
@@ -113,11 +121,13 @@ class EventProducer:
         linger_ms: int = 5,
         max_batch_size: int = 256 * 1024,
         partitions: Mapping[str, int] | None = None,
+        incarnations: Mapping[str, str] | None = None,
         **kafka: Any,
     ) -> None:
         self.bootstrap = bootstrap or default_bootstrap()
         self.topic = topic or default_topic()
         self.partitions = dict(partitions or {})
+        self.incarnations = {m: i for m, i in (incarnations or {}).items() if i}
         self._options = {
             "linger_ms": linger_ms,
             "max_batch_size": max_batch_size,
@@ -161,6 +171,9 @@ class EventProducer:
 
     async def send_event(self, event: Mapping[str, Any]) -> asyncio.Future[Any]:
         """Queue one prepared event (see `make_event`); returns the delivery future."""
+        incarnation = self.incarnations.get(str(event["model"]))
+        if incarnation and wire.INCARNATION not in event:
+            event = {**event, wire.INCARNATION: incarnation}
         key, value = wire.encode(event)
         return await self._require().send(
             self.topic, value=value, key=key, partition=self.partitions.get(str(event["model"]))
@@ -184,7 +197,7 @@ class EventProducer:
     ) -> asyncio.Future[Any]:
         """Queue one frame (``clients.wire.encode_frame``'s arguments); returns the delivery
         future."""
-        value = wire.encode_frame(model, ids, X, y, hints)
+        value = wire.encode_frame(model, ids, X, y, hints, incarnation=self.incarnations.get(model))
         return await self._require().send(
             self.topic,
             value=value,

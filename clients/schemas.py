@@ -58,8 +58,11 @@ class ModelInfo:
     ``duplicate`` and ``rejected`` count the events the workers have processed into the
     checkpointed state (None when the server does not report them); ``updated_at`` is the
     Unix time of the last checkpoint (None before the first); ``partition`` is the events
-    partition the model lives on (give it to ``EventProducer(partitions=...)``); ``halted``
-    says why the model stopped learning (None while it learns).
+    partition the model lives on (give it to ``EventProducer(partitions=...)``);
+    ``incarnation`` names this creation of the model (give it to
+    ``EventProducer(incarnations=...)``: a record for a deleted incarnation is never learned
+    by a model created again with the same id); ``halted`` says why the model stopped
+    learning (None while it learns).
     """
 
     id: str
@@ -74,6 +77,7 @@ class ModelInfo:
     rejected: int | None = None
     updated_at: float | None = None
     partition: int | None = None
+    incarnation: str | None = None
     halted: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -44,6 +44,10 @@ TYPE = "type"
 VECTORS = "vectors"
 VERSION = "version"
 PREDICTION_ID = "prediction_id"
+# the model's incarnation the producer saw (the API and the SDK set it; optional for other
+# producers): a worker never learns a record of another incarnation (docs/events.md §1)
+INCARNATION = "incarnation"
+MAX_INCARNATION_LEN = 64
 
 # Values of ``type``; an event without one is an example (§1).
 REGISTER = "register"
@@ -102,13 +106,16 @@ def example(
     *,
     ts: float | None = None,
     hint: float | None = None,
+    incarnation: str | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """A labelled (``y``) or unlabelled (``y`` None) example; ``hint`` only when given,
-    ``extra`` fields (e.g. ``prediction_id``) last."""
+    """A labelled (``y``) or unlabelled (``y`` None) example; ``hint`` and ``incarnation``
+    only when given, ``extra`` fields (e.g. ``prediction_id``) last."""
     event: dict[str, Any] = {MODEL: model, ID: event_id, X: x, Y: y, TS: _ts(ts)}
     if hint is not None:
         event[HINT] = hint
+    if incarnation:
+        event[INCARNATION] = incarnation
     event.update(extra)
     return event
 
@@ -125,23 +132,56 @@ def label(
     *,
     ts: float | None = None,
     hint: float | None = None,
+    incarnation: str | None = None,
 ) -> dict[str, Any]:
     """A label joined to an earlier prediction: an example with a deterministic id (§2)."""
     return example(
-        model, label_id(prediction_id), x, y, ts=ts, hint=hint, **{PREDICTION_ID: prediction_id}
+        model,
+        label_id(prediction_id),
+        x,
+        y,
+        ts=ts,
+        hint=hint,
+        incarnation=incarnation,
+        **{PREDICTION_ID: prediction_id},
     )
 
 
 def register(
-    model: str, event_id: str, vectors: Sequence[Sequence[float]], *, ts: float | None = None
+    model: str,
+    event_id: str,
+    vectors: Sequence[Sequence[float]],
+    *,
+    ts: float | None = None,
+    incarnation: str | None = None,
 ) -> dict[str, Any]:
     """Register a transductive block of design vectors (§3)."""
-    return {MODEL: model, ID: event_id, TYPE: REGISTER, VECTORS: vectors, TS: _ts(ts)}
+    event: dict[str, Any] = {
+        MODEL: model,
+        ID: event_id,
+        TYPE: REGISTER,
+        VECTORS: vectors,
+        TS: _ts(ts),
+    }
+    if incarnation:
+        event[INCARNATION] = incarnation
+    return event
 
 
-def rollback(model: str, event_id: str, version: int, *, ts: float | None = None) -> dict[str, Any]:
+def rollback(
+    model: str,
+    event_id: str,
+    version: int,
+    *,
+    ts: float | None = None,
+    incarnation: str | None = None,
+) -> dict[str, Any]:
     """Roll the model back to a kept checkpoint version (§4)."""
-    return {MODEL: model, ID: event_id, TYPE: ROLLBACK, VERSION: version, TS: _ts(ts)}
+    event: dict[str, Any] = {MODEL: model, ID: event_id, TYPE: ROLLBACK, VERSION: version}
+    event[TS] = _ts(ts)
+    if incarnation:
+        event[INCARNATION] = incarnation
+    return event
 
 
 def created(model: str, incarnation: str) -> dict[str, Any]:
@@ -172,6 +212,10 @@ FRAME_VERSION = 1
 FRAME_HEADER = struct.Struct("<4sBBBBIIdII")
 LABEL_NUMBER, LABEL_BOOL = 0, 1
 FLAG_HINTS = 0x01  # header flags: the hints block is present
+# header flags: an incarnation block follows the model id (u32 length, UTF-8 bytes, zero
+# padding to a multiple of 8); frames without it (every frame before it) read as before
+FLAG_INCARNATION = 0x02
+INCARNATION_LEN = struct.Struct("<I")
 ROW_LABELLED, ROW_HINT = 0x01, 0x02  # row flags
 MAX_FRAME_ROWS = 1_000_000
 
@@ -193,12 +237,14 @@ def encode_frame(
     hints: Sequence[float | None] | None = None,
     *,
     ts: float | None = None,
+    incarnation: str | None = None,
 ) -> bytes:
     """One record value carrying ``len(ids)`` examples of ``model`` (docs/events.md §6).
 
     ``X`` is any 2-d float array-like (n x d); ``y`` None, or an entry None, means
     unlabelled; labels are numbers, or all booleans (then sent as booleans); ``hints``
-    entries None mean no hint. ``ts`` (default: now) stamps every row. Raises
+    entries None mean no hint. ``ts`` (default: now) stamps every row; ``incarnation``
+    (the model's, as the API and the SDK send it) goes in the optional block. Raises
     ``ValueError`` for what the worker would refuse as a whole (shapes, ids); values are
     checked by the worker row by row, so a bad row is dead-lettered alone.
 
@@ -238,6 +284,14 @@ def encode_frame(
             y_arr[i] = float(v)
             row_flags[i] |= ROW_LABELLED
     flags = 0
+    inc_block = b""
+    if incarnation:
+        inc_b = incarnation.encode()
+        if len(inc_b) > MAX_INCARNATION_LEN:
+            raise ValueError(f"incarnation must be at most {MAX_INCARNATION_LEN} bytes")
+        flags |= FLAG_INCARNATION
+        inc_block = INCARNATION_LEN.pack(len(inc_b)) + inc_b
+        inc_block += bytes(pad8(len(inc_block)))
     blocks = [arr.tobytes(), y_arr.tobytes()]
     if hint_list is not None and any(h is not None for h in hint_list):
         flags |= FLAG_HINTS
@@ -259,6 +313,7 @@ def encode_frame(
             header,
             model_b,
             bytes(pad8(len(model_b))),
+            inc_block,
             ids_block,
             bytes(pad8(len(ids_block))),
             *blocks,

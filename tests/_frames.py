@@ -16,6 +16,11 @@ def frame_rows(value: bytes) -> list[dict[str, Any]]:
     _, _, kind, flags, n, d, ts, m_len, b_len = struct.unpack_from("<4sBBBxIIdII", value)
     model = value[32 : 32 + m_len].decode()
     pos = 32 + m_len + (-m_len % 8)
+    incarnation = None
+    if flags & 2:  # the incarnation block: u32 length, UTF-8, padding to 8
+        (i_len,) = struct.unpack_from("<I", value, pos)
+        incarnation = value[pos + 4 : pos + 4 + i_len].decode()
+        pos += 4 + i_len + (-(4 + i_len) % 8)
     offsets = struct.unpack_from(f"<{n + 1}I", value, pos)
     at = pos + 4 * (n + 1)
     ids = [value[at + a : at + b].decode() for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
@@ -41,6 +46,8 @@ def frame_rows(value: bytes) -> list[dict[str, Any]]:
         }
         if hints is not None and row_flags[i] & 2:
             row["hint"] = hints[i]
+        if incarnation is not None:
+            row["incarnation"] = incarnation
         rows.append(row)
     return rows
 

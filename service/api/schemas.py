@@ -156,10 +156,18 @@ class ModelSpec(_Strict):
     # The home partition (docs/reliability.md, "Partitions"): set from a stored spec's
     # origin, never from a request; None for a spec made before incarnations.
     _home: int | None = PrivateAttr(default=None)
+    # the stored spec's incarnation (docs/reliability.md, "Re-creating a model"): the API
+    # puts it on every record it produces, so a worker never learns one for another
+    # incarnation; None for a spec made before incarnations
+    _incarnation: str | None = PrivateAttr(default=None)
 
     @property
     def home(self) -> int | None:
         return self._home
+
+    @property
+    def incarnation_id(self) -> str | None:  # not ``incarnation``: ModelOut's field
+        return self._incarnation
 
     @classmethod
     def from_stored(cls, raw: dict[str, Any]) -> ModelSpec:
@@ -168,6 +176,9 @@ class ModelSpec(_Strict):
         origin = raw.get("origin")
         if isinstance(origin, dict):
             spec._home = int(origin["partition"])
+        incarnation = raw.get("incarnation")
+        if isinstance(incarnation, str) and incarnation:
+            spec._incarnation = incarnation
         return spec
 
     @model_validator(mode="after")
@@ -271,6 +282,13 @@ class ModelOut(ModelSpec):
         description="The events topic partition the model lives on for life (its home:"
         " where the API produced its creation marker); external producers send its events"
         " there. None for a model created before home partitions existed.",
+    )
+    incarnation: str | None = Field(
+        default=None,
+        description="This creation of the model (a random id, new when the model is deleted"
+        " and created again). Producers may put it on every event as 'incarnation': a worker"
+        " never learns an event that names another one (docs/events.md). None for a model"
+        " created before incarnations existed.",
     )
     status: ModelStatus | None = None
 

@@ -17,6 +17,10 @@ class Assignment:
     def __init__(self, log: Log) -> None:
         self.log = log
         self.next_offset: dict[TopicPartition, int] = {}
+        # the group's committed offset when the partition was assigned, then past each
+        # record forwarded: every record of a model of another partition below it was
+        # forwarded home before (forward.py)
+        self.forward_floor: dict[TopicPartition, int] = {}
         self.generation = 0
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
@@ -31,7 +35,7 @@ class Assignment:
         self.generation += 1
 
     def forget(self, partitions: Iterable[TopicPartition]) -> None:
-        for tp in partitions:
+        for tp in partitions:  # forward_floor stays: what this process forwarded, it did
             self.next_offset.pop(tp, None)
 
     def refetch(self, batch: Batch) -> None:

@@ -25,7 +25,9 @@ from clients.wire import (
     FRAME_MAGIC,
     HINT,
     ID,
+    INCARNATION,
     MAX_ID_LEN,
+    MAX_INCARNATION_LEN,
     MODEL,
     REGISTER,
     ROLLBACK,
@@ -54,6 +56,9 @@ class Event:
     type: str = "example"  # or a control type of clients.wire (docs/events.md §3-5)
     vectors: list[list[float]] | None = None
     version: int | None = None  # rollback: the checkpoint version to restore
+    # the model's incarnation the producer saw (docs/events.md §1); None: not given (an
+    # external producer), learned by whichever incarnation the worker holds
+    incarnation: str | None = None
 
 
 _isfinite = math.isfinite
@@ -152,6 +157,7 @@ def decode_event(key: bytes | None, value: bytes | None) -> Event:
         x = obj[X]
         y = obj[Y]
         ts = obj.get(TS)
+        inc = obj.get(INCARNATION)
         if (
             type(model) is str
             and key == model.encode()
@@ -168,8 +174,9 @@ def decode_event(key: bytes | None, value: bytes | None) -> Event:
             and (ts is None or (type(ts) is float and _isfinite(ts)))
             and obj.get(HINT) is None
             and obj.get(TYPE) is None
+            and (inc is None or (type(inc) is str and 0 < len(inc) <= MAX_INCARNATION_LEN))
         ):
-            return Event(model, event_id, x, y, ts, None)
+            return Event(model, event_id, x, y, ts, None, incarnation=inc)
     except Exception:  # noqa: S110  # whatever it is, the whole decoder decides and says why
         pass
     return decode_event_full(key, value)
@@ -208,13 +215,31 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
         raise InvalidEvent(f"'id' must be a non-empty string of at most {MAX_ID_LEN} chars", model)
     if not event_id.isascii() and not _utf8(event_id):  # isascii: O(1), the fast path
         raise InvalidEvent("'id' must be valid Unicode text (no lone surrogate)", model)
+    incarnation = obj.get(INCARNATION)
+    if incarnation is not None and not (
+        type(incarnation) is str
+        and 0 < len(incarnation) <= MAX_INCARNATION_LEN
+        and _utf8(incarnation)
+    ):
+        raise InvalidEvent(
+            f"'incarnation' must be a string of 1-{MAX_INCARNATION_LEN} chars or absent", model
+        )
     kind = obj.get(TYPE)
     if kind == ROLLBACK:
         version = obj.get(VERSION)
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise InvalidEvent(f"'version' must be an integer >= 1, got {version!r}", model)
         ts = _optional_number(obj, TS, model)
-        return Event(model, event_id, [], None, ts=ts, type=ROLLBACK, version=version)
+        return Event(
+            model,
+            event_id,
+            [],
+            None,
+            ts=ts,
+            type=ROLLBACK,
+            version=version,
+            incarnation=incarnation,
+        )
     if kind == CREATED:  # a model's creation marker (docs/design.md, "Events")
         return Event(model, event_id, [], None, type=CREATED)
     if kind is not None:
@@ -231,6 +256,7 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
             ts=_optional_number(obj, TS, model),
             type=REGISTER,
             vectors=_vectors(obj.get(VECTORS), model),
+            incarnation=incarnation,
         )
     x = obj.get(X)
     if _numbers(x):
@@ -260,6 +286,7 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
         y,
         ts if type(ts) is float and _isfinite(ts) else _optional_number(obj, TS, model),
         None if hint is None else _optional_number(obj, HINT, model),
+        incarnation=incarnation,
     )
 
 

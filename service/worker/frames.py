@@ -23,13 +23,16 @@ import numpy as np
 from clients import wire
 from clients.wire import (
     FLAG_HINTS,
+    FLAG_INCARNATION,
     FRAME_HEADER,
     FRAME_MAGIC,
     FRAME_VERSION,
+    INCARNATION_LEN,
     LABEL_BOOL,
     LABEL_NUMBER,
     MAX_FRAME_ROWS,
     MAX_ID_LEN,
+    MAX_INCARNATION_LEN,
     ROW_HINT,
     ROW_LABELLED,
     pad8,
@@ -41,6 +44,7 @@ _BOUND = f'within ±{MAX_ABS_VALUE:g} (docs/events.md, "Values")'
 _F8 = np.dtype("<f8")
 _U4 = np.dtype("<u4")
 _ROW_BITS = ROW_LABELLED | ROW_HINT
+_FLAGS = FLAG_HINTS | FLAG_INCARNATION
 
 
 @dataclass(slots=True, eq=False)
@@ -59,6 +63,7 @@ class Frame:
     ts: float | None
     bad: dict[int, str] = field(default_factory=dict)
     type: str = "frame"
+    incarnation: str | None = None  # the model's, when the producer gave it (flags bit 1)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -96,7 +101,15 @@ class Frame:
         hint = None  # row i's alone: a frame refused whole dead-letters every row
         if self.hints is not None and self.has_hint is not None and self.has_hint[i]:
             hint = float(self.hints[i])
-        event = wire.example(self.model, self.ids[i], self.X[i].tolist(), y, ts=0.0, hint=hint)
+        event = wire.example(
+            self.model,
+            self.ids[i],
+            self.X[i].tolist(),
+            y,
+            ts=0.0,
+            hint=hint,
+            incarnation=self.incarnation,
+        )
         event[wire.TS] = self.ts  # None stays None (wire.example would stamp "now")
         return event
 
@@ -140,11 +153,14 @@ def _decode(key: bytes | None, value: bytes) -> Frame:
         )
     if kind not in (LABEL_NUMBER, LABEL_BOOL):
         raise _structure(f"label kind {kind} is not 0 (numbers) or 1 (booleans)", model)
-    if flags & ~FLAG_HINTS or reserved:
+    if flags & ~_FLAGS or reserved:
         raise _structure(f"unknown header flags {flags:#04x} (or reserved byte {reserved})", model)
     if not 1 <= n <= MAX_FRAME_ROWS or d < 1:
         raise _structure(f"shape {n} x {d}: rows must be 1-{MAX_FRAME_ROWS}, columns >= 1", model)
     pos += m_len + pad8(m_len)
+    incarnation = None
+    if flags & FLAG_INCARNATION:
+        incarnation, pos = _incarnation(value, pos, model)
     ids_at = pos
     ids_len = 4 * (n + 1) + b_len
     pos += ids_len + pad8(ids_len)
@@ -180,9 +196,25 @@ def _decode(key: bytes | None, value: bytes) -> Frame:
         has_hint=has_hint,
         label_kind=kind,
         ts=None if math.isnan(ts) else ts,
+        incarnation=incarnation,
     )
     frame.bad = _bad_rows(frame)
     return frame
+
+
+def _incarnation(value: bytes, at: int, model: str) -> tuple[str, int]:
+    """The optional incarnation block at ``at``: u32 length, UTF-8 bytes, padding to 8;
+    returns it and the position after it."""
+    if at + INCARNATION_LEN.size > len(value):
+        raise _structure("the incarnation block is cut short", model)
+    (length,) = INCARNATION_LEN.unpack_from(value, at)
+    if not 1 <= length <= MAX_INCARNATION_LEN or at + 4 + length > len(value):
+        raise _structure(f"the incarnation must be 1-{MAX_INCARNATION_LEN} bytes", model)
+    try:
+        text = value[at + 4 : at + 4 + length].decode()
+    except UnicodeDecodeError:
+        raise _structure("the incarnation is not UTF-8", model) from None
+    return text, at + 4 + length + pad8(4 + length)
 
 
 def _ids(value: bytes, at: int, n: int, b_len: int, model: str) -> list[str]:
@@ -252,10 +284,13 @@ def frame_event_id(value: bytes) -> str:
     """The id a stamp records for a frame record: its last row's id ("" when the frame
     cannot be read that far), read without decoding the rest."""
     try:
-        magic, version, _, _, _, n, _, _, m_len, b_len = FRAME_HEADER.unpack_from(value)
+        magic, version, _, flags, _, n, _, _, m_len, b_len = FRAME_HEADER.unpack_from(value)
         if magic != FRAME_MAGIC or version != FRAME_VERSION or n < 1:
             return ""
         at = FRAME_HEADER.size + m_len + pad8(m_len)
+        if flags & FLAG_INCARNATION:
+            (length,) = INCARNATION_LEN.unpack_from(value, at)
+            at += 4 + length + pad8(4 + length)
         offsets = np.frombuffer(value, _U4, n + 1, at)
         start = at + 4 * (n + 1)
         a, b = int(offsets[-2]), int(offsets[-1])

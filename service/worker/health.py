@@ -88,6 +88,11 @@ class WorkerCollector:
             ),
             ("voided_stamps", "Stamps found void (the log was reset)."),
             ("log_resets", "Partitions whose records changed under the running worker."),
+            (
+                "forwarded",
+                "Records of a model that came on another partition than its home,"
+                " forwarded (produced) to its home partition with their ids.",
+            ),
             ("redis_retries", "Redis operations retried while Redis was unreachable or full."),
             (
                 "redis_oom_retries",

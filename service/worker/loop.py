@@ -34,6 +34,7 @@ from service.worker.deadletter import DeadLetters
 from service.worker.drain import Drain
 from service.worker.events import Event, InvalidEvent, decode_event, raw_event_id
 from service.worker.faults import Faults
+from service.worker.forward import Forwarder
 from service.worker.frame_apply import apply_frame
 from service.worker.frames import Frame, decode_frame
 from service.worker.ports import Batch, Log, ModelStore, Record, StoreUnavailable, TopicPartition
@@ -88,6 +89,7 @@ class Worker:
         self.lock = asyncio.Lock()  # batch vs rebalance callbacks
         self.assignment = Assignment(log)
         self.deadletters = DeadLetters(log, settings.deadletter_topic, worker_id)
+        self.forward = Forwarder(log, self.stats)  # records of a model off its home partition
         # what the components share; positional, as every field has its own type (mypy
         # checks the order)
         ctx = WorkerContext(
@@ -176,6 +178,7 @@ async def process_batch(w: Worker, batch: Batch) -> None:
                 and ev.type == "example"
                 and (rt := models.get(ev.model)) is not None
                 and ((s := rt.stamp) is None or s.offset != off or s.partition != p)
+                and (ev.incarnation is None or ev.incarnation == rt.incarnation)
             ):
                 items = gathered.get(ev.model)
                 if items is None:
@@ -191,7 +194,7 @@ async def process_batch(w: Worker, batch: Batch) -> None:
                 await _learn_gathered(w, gathered, recs)
                 w.checkpoint.log_changed(tp, off)
                 break  # found changed under the worker: restored after
-            if type(ev) is Event and ev.type == "example" and ev.model in models:
+            if type(ev) is Event and ev.type == "example" and _learnable(models, ev):
                 gathered.setdefault(ev.model, []).append((ev, p, off))
             elif isinstance(ev, Frame):  # a block already: learned alone, in its log position
                 await _learn_gathered(w, gathered, recs)
@@ -205,6 +208,41 @@ async def process_batch(w: Worker, batch: Batch) -> None:
             if unnoted:
                 w.checkpoint.note_run(tp, noted, unnoted)
             await _learn_gathered(w, gathered, recs)
+    # forwarded records are on the broker before any checkpoint moves past them; then the
+    # floor moves past them (not before: a batch forwards model by model, not in offset order)
+    forwarded = w.assignment.forward_floor
+    for tp, offset in (await w.forward.flush()).items():
+        forwarded[tp] = max(forwarded.get(tp, 0), offset)
+
+
+def _learnable(models: dict[str, ModelRuntime], ev: Event) -> bool:
+    """A loaded model's example that names no other incarnation (``_stale``)."""
+    rt = models.get(ev.model)
+    return rt is not None and (ev.incarnation is None or ev.incarnation == rt.incarnation)
+
+
+def _stale(rt: ModelRuntime, incarnation: str | None) -> str | None:
+    """Why a record that names ``incarnation`` is not the model's, or None: produced for
+    an incarnation that was deleted (and the model created again) before it reached the
+    log (docs/reliability.md, "Re-creating a model"). Such a record changes nothing."""
+    if incarnation is None or incarnation == rt.incarnation:
+        return None
+    return (
+        f"model {rt.model!r}: the record names incarnation {incarnation!r}, the model is now"
+        f" incarnation {rt.incarnation or 'none'!r} (deleted and created again after the record"
+        ' was produced); not learned (docs/reliability.md, "Re-creating a model")'
+    )
+
+
+async def _forward(w: Worker, tp: TopicPartition, rec: Record, home: int) -> None:
+    """A record of a model that lives on partition ``home``: produced there as it is
+    (service/worker/forward.py), unless it was forwarded already: by an earlier owner of
+    ``tp`` (below the committed offset), or by this worker before a seek back (a model
+    reloaded, a rollback)."""
+    if rec.offset < w.assignment.forward_floor.get(tp, 0):
+        w.stats.skipped += 1
+        return
+    await w.forward.send(rec, home)
 
 
 def _unseen(w: Worker, tp: TopicPartition, records: Sequence[Record]) -> list[Record]:
@@ -254,6 +292,13 @@ async def _learn_gathered(
     st = w.stats
     for model, items in gathered.items():
         rt = w.models[model]
+        if rt.foreign(items[0][1]) is not None:  # a group is one partition's
+            assert rt.home is not None
+            tp = TopicPartition(records[0].topic, items[0][1])
+            for _, _, offset in items:
+                st.processed += 1
+                await _forward(w, tp, records[bisect_left(records, offset, key=_offset)], rt.home)
+            continue
         started = perf_counter()
         outcomes = rt.handle_many(items)
         elapsed = perf_counter() - started
@@ -294,7 +339,19 @@ async def _apply_frame(
     st.processed += n
     w.checkpoint.pending += n - 1  # commit_every counts events: the frame's rows (note: 1)
     rt = w.models.get(frame.model)
-    if rt is None:
+    if rt is not None and rt.home is not None and rt.foreign(tp.partition) is not None:
+        await _forward(w, tp, rec, rt.home)
+        return
+    stale = _stale(rt, frame.incarnation) if rt is not None else None
+    if rt is not None and stale is not None:
+        if rt.skips(tp.partition, rec.offset):
+            st.skipped += n
+            return
+        rt = None  # changes nothing, the model's counters included
+        rejected = [(i, stale) for i in range(n)]
+        applied = 0
+        elapsed = 0.0
+    elif rt is None:
         reason = failed.get(frame.model) or f"unknown model {frame.model!r}"
         rejected = [(i, reason) for i in range(n)]
         applied = 0
@@ -345,10 +402,16 @@ async def _handle(
         reason = failed.get(ev.model) or f"unknown model {ev.model!r}"
         await w.deadletters.send(rec, reason)
         return
-    foreign = rt.foreign(tp.partition)
-    if foreign is not None:  # changes nothing: not covered by the stamp, seen on replays
+    if rt.home is not None and rt.foreign(tp.partition) is not None:
+        await _forward(w, tp, rec, rt.home)  # learned there, in that partition's order
+        return
+    stale = _stale(rt, ev.incarnation)
+    if stale is not None:  # changes nothing: neither learned nor counted against the model
+        if rt.skips(tp.partition, rec.offset):
+            st.skipped += 1
+            return
         st.rejected += 1
-        await w.deadletters.send(rec, foreign)
+        await w.deadletters.send(rec, stale)
         return
     if ev.type == "rollback":
         await w.rollback.handle(tp, rec, ev, rt)

@@ -126,8 +126,11 @@ class Log(Protocol):
         """``read_at`` for one offset in each of several partitions, in one round trip
         where the client allows."""
 
-    async def produce(self, topic: str, value: bytes, key: bytes | None) -> Awaitable[Any]:
-        """Queue a record; the result completes when the broker has it."""
+    async def produce(
+        self, topic: str, value: bytes, key: bytes | None, partition: int | None = None
+    ) -> Awaitable[Any]:
+        """Queue a record (to ``partition``, else the key's); the result completes when
+        the broker has it."""
 
     async def leave(self) -> None:
         """Leave the consumer group (commits nothing)."""

@@ -85,6 +85,9 @@ class Rebalance:
         # checkpoint), and what lies between would be skipped unlearned. A partition with no
         # registered model is read from its start; the stamps and origins skip what is learned.
         target = min(positions) if positions else begin
+        # the records read again below the committed offset were forwarded (forward.py)
+        floor = self.ctx.assignment.forward_floor
+        floor[tp] = max(floor.get(tp, 0), await log.committed(tp) or 0)
         self.ctx.assignment.seek(tp, target)
         logger.info(
             "assigned %s[%d]: %d models, seek to %d", tp.topic, tp.partition, len(loaded), target

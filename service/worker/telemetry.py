@@ -56,6 +56,7 @@ class WorkerStats:
     redis_full: int = 0  # 1 while a write waits for Redis memory (a gauge, not a counter)
     redelivered: int = 0  # records the client handed out twice (dropped)
     log_resets: int = 0  # partitions whose records changed under the worker (audit.py)
+    forwarded: int = 0  # records of a model that came on another partition, sent home
 
 
 class FastHistogram:

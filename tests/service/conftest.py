@@ -257,6 +257,8 @@ def replay(specs: dict[str, dict[str, Any]], log: list[tuple[int, int, Any, byte
         r = out.get(ev["model"])
         if r is None or ev.get("type") == "created":
             continue
+        if ev.get("incarnation") not in (None, specs[ev["model"]].get("incarnation")):
+            continue  # produced for a deleted incarnation: not this model's
         o = origins.get(ev["model"])
         if o is not None and (partition != o["partition"] or offset <= o["offset"]):
             continue

@@ -89,9 +89,13 @@ class SimLog(MemoryLog):
         self.node.after("log.read_at")
         return out
 
-    async def produce(self, topic: str, value: bytes, key: bytes | None) -> Awaitable[Any]:
+    async def produce(
+        self, topic: str, value: bytes, key: bytes | None, partition: int | None = None
+    ) -> Awaitable[Any]:
         return await passing(
-            self.node, "log.produce", lambda: super(SimLog, self).produce(topic, value, key)
+            self.node,
+            "log.produce",
+            lambda: super(SimLog, self).produce(topic, value, key, partition),
         )
 
     async def leave(self) -> None:

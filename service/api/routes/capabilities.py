@@ -136,7 +136,7 @@ async def register_block(
     except ValueError as exc:  # register's refusal of the block, in its words
         raise InvalidInput(str(exc)) from None
     event_id = body.id or uuid.uuid4().hex
-    record = wire.register(model.id, event_id, vectors)
+    record = wire.register(model.id, event_id, vectors, incarnation=model.incarnation_id)
     await producer.send_all(settings.events_topic, model.id, [record], partition=model.home)
     info = (
         {str(k): jsonable(v) for k, v in (summary or {}).items()}

@@ -83,6 +83,7 @@ async def send_events(
             e.y,
             ts=e.ts,
             hint=e.hint,
+            incarnation=model.incarnation_id,
         )
         for i, e in enumerate(body.events)
     ]
@@ -113,4 +114,5 @@ def as_frame(model: str, body: EventsRequest, records: list[dict[str, Any]]) -> 
         labels,
         hints if any(h is not None for h in hints) else None,
         ts=times.pop(),
+        incarnation=records[0].get(wire.INCARNATION),
     )

@@ -81,7 +81,13 @@ async def send_label(
     # (it failed, timed out, or its API died). Produce the claim's label (its y, whichever
     # request sends it); on failure the claim stays pending for the next try.
     record = wire.label(
-        model.id, body.prediction_id, claim.x, json.loads(claim.y_json), ts=body.ts, hint=claim.hint
+        model.id,
+        body.prediction_id,
+        claim.x,
+        json.loads(claim.y_json),
+        ts=body.ts,
+        hint=claim.hint,
+        incarnation=model.incarnation_id,  # a label in flight across a re-create is not learned
     )
     await producer.send_all(settings.events_topic, model.id, [record], partition=model.home)
     try:

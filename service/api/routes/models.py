@@ -39,6 +39,7 @@ def _out(spec: ModelSpec, status_: dict[str, int | float | str | None] | None = 
         **spec.model_dump(),
         task=task,
         partition=spec.home,
+        incarnation=spec.incarnation_id,
         status=ModelStatus.model_validate(status_) if status_ else None,
     )
 

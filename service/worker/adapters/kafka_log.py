@@ -190,8 +190,12 @@ class KafkaLog:
             out.setdefault(tp, Probe.UNREADABLE)
         return out
 
-    async def produce(self, topic: str, value: bytes, key: bytes | None) -> Awaitable[Any]:
-        delivery: Awaitable[Any] = await self.producer.send(topic, value, key=key)
+    async def produce(
+        self, topic: str, value: bytes, key: bytes | None, partition: int | None = None
+    ) -> Awaitable[Any]:
+        delivery: Awaitable[Any] = await self.producer.send(
+            topic, value, key=key, partition=partition
+        )
         return delivery
 
     async def leave(self) -> None:

@@ -187,9 +187,11 @@ class MemoryLog:
     ) -> dict[TopicPartition, Record | Probe]:
         return {tp: await self.read_at(tp, offset) for tp, offset in points.items()}
 
-    async def produce(self, topic: str, value: bytes, key: bytes | None) -> Awaitable[Any]:
+    async def produce(
+        self, topic: str, value: bytes, key: bytes | None, partition: int | None = None
+    ) -> Awaitable[Any]:
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        done.set_result(self.broker.append(topic, value, key))
+        done.set_result(self.broker.append(topic, value, key, partition))
         return done
 
     async def leave(self) -> None:
