@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -230,12 +231,15 @@ def test_up_with_keys_the_workers_environment_has_none(
     kafka_bootstrap, redis_url, key_prefix
 ) -> None:  # type: ignore[no-untyped-def]
     """A real ``onlinepredict up``: its API enforces the keys and serves the metrics
-    listener; its worker processes' environments (read from /proc) hold no key."""
+    listener, which ``--observe``'s Prometheus scrapes without a key; its worker
+    processes' environments (read from /proc) hold no key."""
     from tests.service.test_cli_up import _lines, _start_up, _wait
 
-    aport, mport = free_port(), free_port()
+    aport, mport, pport = free_port(), free_port(), free_port()
+    observe = shutil.which("prometheus") is not None
     up = _start_up(
-        ["--workers", "1"],
+        ["--workers", "1", *(["--observe"] if observe else [])],
+        ONLINEPREDICT_PROMETHEUS_PORT=str(pport),
         ONLINEPREDICT_KAFKA_BOOTSTRAP=kafka_bootstrap,
         ONLINEPREDICT_REDIS_URL=redis_url,
         ONLINEPREDICT_API_PORT=str(aport),
@@ -273,6 +277,22 @@ def test_up_with_keys_the_workers_environment_has_none(
         worker = environ["worker-0"]
         assert not any(e.startswith(b"ONLINEPREDICT_API_KEY") for e in worker)
         assert not any(SECRET.encode() in e or OLD.encode() in e for e in worker)
+        if observe:
+
+            def api_scraped() -> bool:
+                try:
+                    url = f"http://127.0.0.1:{pport}/api/v1/targets"
+                    active = httpx.get(url, timeout=1).json()["data"]["activeTargets"]
+                except (httpx.HTTPError, ValueError, KeyError):
+                    return False
+                return any(
+                    t["labels"]["job"] == "onlinepredict-api"
+                    and t["labels"]["instance"] == f"127.0.0.1:{mport}"
+                    and t["health"] == "up"
+                    for t in active
+                )
+
+            _wait(api_scraped, "Prometheus to scrape the API's metrics listener")
     finally:
         up.send_signal(signal.SIGINT)
         up.wait(90)
