@@ -179,7 +179,9 @@ def test_a_real_bug_is_a_logged_500(settings: Settings, caplog: pytest.LogCaptur
     from service.api.deps import get_cache
 
     class Broken:
-        async def get(self, spec: object, version: int | None = None) -> object:
+        async def get(
+            self, spec: object, version: int | None = None, token: str | None = None
+        ) -> object:
             raise RuntimeError("boom")
 
     app = create_app(settings)
