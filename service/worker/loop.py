@@ -213,6 +213,13 @@ async def process_batch(w: Worker, batch: Batch) -> None:
     forwarded = w.assignment.forward_floor
     for tp, offset in (await w.forward.flush()).items():
         forwarded[tp] = max(forwarded.get(tp, 0), offset)
+    # the offset committed next never goes below the floor: a partition read again from
+    # its start (no model of its own) would else commit a lower offset, and the next owner
+    # would forward the records above it again
+    commit = w.checkpoint.offsets
+    for tp in batch:
+        if tp in commit and tp in forwarded:
+            commit[tp] = max(commit[tp], forwarded[tp])
 
 
 def _learnable(models: dict[str, ModelRuntime], ev: Event) -> bool:

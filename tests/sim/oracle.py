@@ -2,7 +2,9 @@
 the worker code (like ``tests/service/conftest.py::replay``) - and the checks against the
 store. A rollback event changes nothing in the replay: restoring version N (the state at
 N's stamp) and re-learning every event after the stamp once ends where learning them once
-does. An event before the model's ``created`` marker, or off its home partition, is not its.
+does. An event before the model's ``created`` marker, off its home partition (a worker
+forwards it home, where its copy is the model's like any event there), or naming another
+incarnation (produced for a deleted one, still in flight at the re-creation) is not its.
 """
 
 from __future__ import annotations
@@ -51,13 +53,15 @@ events_of = record_events  # a frame's rows, or the one JSON event
 
 def replay(spec: dict[str, Any], records: list[tuple[int, bytes]]) -> Expected:
     """``records``: (offset, value) of the model's home partition, in log order."""
-    model, origin = spec["id"], spec["origin"]
+    model, origin, incarnation = spec["id"], spec["origin"], spec.get("incarnation")
     learner = learners.build(spec["kind"], spec["dim"], **spec.get("params", {}))
     out, seen = Expected(), set()
     for offset, value in records:
         for ev in events_of(value):
             if ev.get("model") != model or offset <= origin["offset"] or "type" in ev:
                 continue  # another model's, before the origin, or a marker / rollback
+            if ev.get("incarnation") not in (None, incarnation):
+                continue  # a deleted incarnation's, in flight across the re-creation
             if not _example_ok(ev):
                 out.rejected += 1
                 continue

@@ -7,6 +7,14 @@ producer's retry: same body), invalid ones (wrong dimension, no ``x``), examples
 non-home partition, events of unknown or deleted models, rollbacks to a version the store
 keeps (the API checks it exists). Its own ``random.Random``: the stream does not depend on
 the fault schedule, except for the versions a rollback names (read from the store).
+
+Issue 32: half the bodies carry the model's ``incarnation`` as the API and the SDK send it
+(the others are an external producer's, without); after a re-creation, records of the
+deleted incarnation still in flight reach the log behind the new marker (events, a label,
+frames), which no incarnation may learn; and some models are *misrouted*: an external
+producer whose partitioner hashes keys otherwise sends all their examples to another
+partition, from where the worker owning it forwards them home. These draws come from a
+second ``random.Random``, so the first one's draws stay those of the stream before.
 """
 
 from __future__ import annotations
@@ -38,6 +46,9 @@ class ModelPlan:
     rollbacks: int = 0  # of this incarnation
     origin: tuple[int, int] = (0, 0)  # the marker's partition and offset
     recent: list[bytes] = field(default_factory=list)  # last valid bodies, for re-sends
+    previous: str = ""  # the incarnation deleted before this one: its records in flight
+    misrouted: int | None = None  # the partition an external producer sends examples to
+    undone: bool = False  # an undoing rollback (discard_after / skip_ids) was sent
 
 
 def _body(obj: dict[str, Any]) -> bytes:
@@ -54,6 +65,7 @@ class Stream:
         frames: bool = False,
     ) -> None:
         self.rng = random.Random(f"stream:{seed}")
+        self.rng2 = random.Random(f"stream2:{seed}")  # issue 32's draws (module docstring)
         # with ``frames``, a third of the examples (and of the invalid ones) travel as binary
         # frames of 1-4 rows (docs/events.md §6), re-sent like any body
         self.frames = frames
@@ -73,6 +85,12 @@ class Stream:
         self.history: list[tuple[int, bytes]] = []  # (partition, value) of every record
         self.on_spec_change: Callable[[], None] = lambda: None
         self.produced = 0
+        if partitions > 1:  # an external producer's partitioner puts some models elsewhere
+            for m in self.models:
+                if self.rng2.random() < 0.3:
+                    m.misrouted = (
+                        self.home(m.id) + self.rng2.randint(1, partitions - 1)
+                    ) % partitions
 
     def home(self, model: str) -> int:
         return zlib.crc32(model.encode()) % self.partitions  # the broker's key partitioner
@@ -90,7 +108,7 @@ class Stream:
     # --- the API ---------------------------------------------------------------------------
     def create(self, m: ModelPlan, *, at_once: bool) -> None:
         self.counter += 1
-        m.incarnation = f"inc{self.counter}"
+        m.previous, m.incarnation = m.incarnation, f"inc{self.counter}"
         marker = created_marker(m.id, m.incarnation)
         rec = self._append(m.id, _body(marker))
         m.origin = (rec.partition, rec.offset)
@@ -162,13 +180,34 @@ class Stream:
         else:
             body = self._frame(m) if self.frames and rng.random() < 0.35 else self._example(m)
             m.recent = [*m.recent[-9:], body]
-            self._append(m.id, body)
+            self._append(m.id, body, m.misrouted)
+        if m.previous and self.rng2.random() < 0.05:
+            self._stale(m)
 
     def _example(self, m: ModelPlan) -> bytes:
         rng = self.rng
         x = [round(rng.uniform(-2, 2), 3) for _ in range(m.dim)]
         y: Any = rng.choice((-1, 1)) if m.kind == "pa-classifier" else round(rng.uniform(-3, 3), 3)
-        return _body({"model": m.id, "id": self._next_id(m.id), "x": x, "y": y})
+        body = {"model": m.id, "id": self._next_id(m.id), "x": x, "y": y}
+        if self.rng2.random() < 0.5:  # the API's or the SDK's (else an external producer's)
+            body["incarnation"] = m.incarnation
+        return _body(body)
+
+    def _stale(self, m: ModelPlan) -> None:
+        """A record the API produced for the deleted incarnation, reaching the log only
+        now (behind the new marker): an event, a label or a frame; home or misrouted."""
+        x, y = self._row(m)
+        kind = self.rng2.random()
+        event_id = self._next_id(m.id)
+        if kind < 0.4 or not self.frames:
+            extra = {"prediction_id": event_id} if kind < 0.2 else {}
+            event_id = f"label:{event_id}" if kind < 0.2 else event_id
+            body = _body(
+                {"model": m.id, "id": event_id, "x": x, "y": y, "incarnation": m.previous, **extra}
+            )
+        else:
+            body = encode_frame(m.id, [event_id], [x], [y], ts=0.0, incarnation=m.previous)
+        self._append(m.id, body, m.misrouted if self.rng2.random() < 0.5 else None)
 
     def _row(self, m: ModelPlan) -> tuple[list[float], Any]:
         rng = self.rng
@@ -191,7 +230,8 @@ class Stream:
             X[rng.randrange(n)][0] = 1e200
         elif bad == "dim":
             X = [[*x, 0.5] for x in X]
-        return encode_frame(m.id, ids, X, [y for _, y in rows], ts=0.0)
+        incarnation = m.incarnation if self.rng2.random() < 0.5 else None
+        return encode_frame(m.id, ids, X, [y for _, y in rows], ts=0.0, incarnation=incarnation)
 
     def _invalid(self, m: ModelPlan) -> None:
         if self.frames and self.rng.random() < 0.35:
