@@ -4,6 +4,7 @@ latency histogram, ``onlinepredict_build_info`` and process metrics."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from prometheus_client import (
@@ -47,9 +48,34 @@ class ApiMetrics:
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
+        self._rendering: asyncio.Future[bytes] | None = None
 
     async def render(self, store: RedisAccess) -> bytes:
-        """Exposition text; model figures are left out (and logged) while Redis is down."""
+        """Exposition text; model figures are left out (and logged) while Redis is down.
+
+        Scrapes that arrive while one is being rendered wait for that one and share its
+        text (one render at a time per process, never an older one): concurrent scrapers
+        cost one render instead of one each (docs/security.md, "Limits")."""
+        if self._rendering is not None:
+            return await asyncio.shield(self._rendering)
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._rendering = future
+        try:
+            text = await self._render(store)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: no "never retrieved" warning without waiters
+            raise
+        else:
+            future.set_result(text)
+            return text
+        finally:
+            self._rendering = None
+
+    async def _render(self, store: RedisAccess) -> bytes:
         models: bytes = b""
         try:
             snapshots = await read_snapshots(store.redis, store.keys)

@@ -302,3 +302,43 @@ def test_the_limiter_counts_on_a_redis_cluster(make_settings, redis_cluster) -> 
     waits = asyncio.run(run())
     assert waits[:3] == [None, None, None] and waits[4] is None
     assert waits[3] is not None and 0 < waits[3] <= 60
+
+
+def test_concurrent_scrapes_share_one_render(make_settings) -> None:  # type: ignore[no-untyped-def]
+    from redis.asyncio import Redis
+
+    from service.api.prometheus import ApiMetrics
+    from service.api.redis_access import RedisAccess
+    from service.store.keys import Keys
+
+    st = make_settings()
+
+    class Counted(ApiMetrics):
+        def __init__(self) -> None:
+            super().__init__()
+            self.renders = 0
+            self.hold = asyncio.Event()
+
+        async def _render(self, store: RedisAccess) -> bytes:
+            self.renders += 1
+            await self.hold.wait()  # a render in progress while the others arrive
+            return await super()._render(store)
+
+    async def run() -> None:
+        redis = Redis.from_url(st.redis_url)
+        try:
+            metrics, store = Counted(), RedisAccess(redis, Keys(st.key_prefix), None)
+            scrapes = [asyncio.create_task(metrics.render(store)) for _ in range(4)]
+            while metrics.renders == 0:
+                await asyncio.sleep(0)
+            await asyncio.sleep(0.01)  # the other three are waiting on the first
+            metrics.hold.set()
+            texts = await asyncio.gather(*scrapes)
+            assert metrics.renders == 1 and len(set(texts)) == 1
+            assert b"onlinepredict_api_redis_up 1.0" in texts[0]
+            await metrics.render(store)  # a scrape after it renders afresh
+            assert metrics.renders == 2
+        finally:
+            await redis.aclose()
+
+    asyncio.run(run())
