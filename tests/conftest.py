@@ -54,17 +54,26 @@ def _given_or_started(variable: str, start: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def compiled_kernels_cached() -> None:
+def compiled_kernels_cached() -> Iterator[None]:
     """The learners' compiled kernels (numba, when installed) compiled into numba's disk
     cache, or loaded from it, before any test: a worker process a test starts then loads
-    them (~0.5 s) on its first event instead of compiling them (several seconds)."""
+    them (~0.5 s) on its first event instead of compiling them (several seconds). A fresh
+    clone takes them from the per-user copy (tests/_kernel_cache.py): ~11 s of CPU less."""
     from learners import _accel
 
-    if _accel.get() is not None:
-        _accel.warm()
-        from service.store import seen
+    if _accel.get() is None:
+        yield
+        return
+    from service.store import seen
+    from tests import _kernel_cache
 
+    def warm() -> None:
+        _accel.warm()
         seen.warm()  # the ids' BLAKE2b (service/store/_blake2b.py)
+
+    _kernel_cache.compiled(warm)
+    yield
+    _kernel_cache.save()  # with what the tests compiled for other types
 
 
 @pytest.fixture(scope="session")
