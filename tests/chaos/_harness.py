@@ -21,17 +21,14 @@ from typing import Any
 
 from service.embedded import broker_answers, free_port, redis_answers, redis_server_binary
 from service.embedded.stack import tansu_binary
+from tests._wait import wait_for
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 30.0
 
 
 def _wait(pred: Any, what: str, timeout: float = START_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    wait_for(pred, timeout, what, interval=0.05)
 
 
 class TcpProxy:

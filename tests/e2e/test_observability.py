@@ -117,9 +117,12 @@ def test_every_dashboard_query_returns_data(live: LiveStack, tmp_path: Path) -> 
         # the workers time every applied event; the API counts the checkpointed ones, which
         # were learned before: read the API first, the workers two scrapes later
         checkpointed = _numbers(_query(prom, APPLIED))[0]
-        time.sleep(2.5)
-        timed = _numbers(_query(prom, "sum(onlinepredict_update_seconds_count)"))[0]
-        assert 0 < checkpointed <= timed
+        assert checkpointed > 0
+
+        def timed() -> float:
+            return _numbers(_query(prom, "sum(onlinepredict_update_seconds_count)"))[0]
+
+        wait_for(lambda: timed() >= checkpointed, WAIT_S, "the workers' scrapes", interval=0.5)
         deadletters = _numbers(_query(prom, "max(onlinepredict_deadletter_total)"))[0]
         assert deadletters >= 1  # the wrong-dimension events
         _report(prom, queries, live)

@@ -14,7 +14,6 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
@@ -119,7 +118,11 @@ def test_acl_redis_works_and_no_secret_is_ever_logged(make_settings, tmp_path: P
             down = c.post("/v1/models/sec-m/predict", json={"x": [1.0, 2.0]}, headers=key)
             assert down.status_code == 503
             bodies += [down.text, c.get("/readyz").text]
-            time.sleep(2.0)
+            wait_for(
+                lambda: "Redis unavailable" in worker.log_text(),
+                60,
+                "the worker to meet the outage",
+            )
             redis.start()
             wait_for(
                 lambda: (

@@ -25,6 +25,7 @@ import pytest
 import redis as redis_lib
 
 from tests._frames import record_events
+from tests._wait import wait_for  # noqa: F401 (the one poll helper, imported from here too)
 
 ROOT = Path(__file__).resolve().parents[2]
 # a stopping worker's own bound (worker_stop_timeout_s) plus this covers the interpreter's
@@ -336,17 +337,6 @@ def assert_matches_replay(
         assert int(h[b"duplicate"]) == expect.duplicates, m
         finals[m] = h
     return finals
-
-
-def wait_for(pred: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
-    """Poll ``pred`` until true; fail with ``what`` after ``timeout`` seconds (a bound on
-    a hang, not a timing assertion)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def run(coro: Any) -> Any:

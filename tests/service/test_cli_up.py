@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import redis as redis_lib
 
 from service.config import Settings
 from service.embedded import broker_answers, free_port, redis_answers
+from tests._wait import wait_for
 from tests.service.conftest import ROOT, make_event, port_open, produce, run
 
 ENV_EXAMPLE = ROOT / "deploy" / ".env.example"
@@ -79,10 +79,7 @@ def _stop_up(up: subprocess.Popen[bytes], sig: int) -> str:
 
 def _wait(pred, what: str, detail=lambda: "") -> None:  # type: ignore[no-untyped-def]
     """Until ``pred()``; on timeout the message carries ``detail()`` (where it stood)."""
-    deadline = time.monotonic() + WAIT_S
-    while not pred():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}{detail()}"
-        time.sleep(0.2)
+    wait_for(pred, WAIT_S, what, detail=detail)
 
 
 @pytest.mark.service

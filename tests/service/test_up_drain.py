@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 import redis as redis_lib
 
 from service.embedded import broker_answers, free_port, redis_answers
+from tests._wait import wait_for
 from tests.service.conftest import ROOT, port_open
 
 WAIT_S = 90.0  # bounds a hang only
@@ -26,10 +26,7 @@ BATCH = 1000
 
 
 def _wait(pred, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + WAIT_S
-    while not pred():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+    wait_for(pred, WAIT_S, what, interval=0.1)
 
 
 class Up:

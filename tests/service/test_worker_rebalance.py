@@ -6,7 +6,6 @@ import asyncio
 import json
 import random
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from learners.codec import encode_state
 from service.embedded import start_redis
 from service.store.checkpoints import ids_sum
 from service.store.keys import Keys
+from tests._wait import wait_for
 from tests.service.conftest import FAST, WorkerProcess, make_event, produce, read_topic, replay, run
 
 pytestmark = [pytest.mark.service, pytest.mark.slow]
@@ -55,10 +55,17 @@ def _handled(r: redis_lib.Redis, keys: Keys) -> int:
     return total
 
 
-def _feed(st, events: list[dict], chunk: int, pause: float) -> threading.Thread:  # type: ignore[no-untyped-def]
+def _feed(
+    st, events: list[dict], chunk: int, pause: float, sent: list[int] | None = None
+) -> threading.Thread:  # type: ignore[no-untyped-def]
+    """Produce ``events`` in chunks, ``pause`` s apart, in a thread (``sent``: the number
+    produced, appended after each chunk)."""
+
     async def go() -> None:
         for i in range(0, len(events), chunk):
             await produce(st, events[i : i + chunk])
+            if sent is not None:
+                sent.append(i + chunk)
             await asyncio.sleep(pause)
 
     t = threading.Thread(target=asyncio.run, args=(go(),), daemon=True)
@@ -67,10 +74,7 @@ def _feed(st, events: list[dict], chunk: int, pause: float) -> threading.Thread:
 
 
 def _wait(pred, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + WAIT_S
-    while not pred():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+    wait_for(pred, WAIT_S, what, interval=0.1)
 
 
 def _assert_exact(st, r: redis_lib.Redis, keys: Keys) -> None:  # type: ignore[no-untyped-def]
@@ -124,11 +128,17 @@ def test_worker_waits_out_a_redis_restart(make_settings, tmp_path: Path) -> None
     events = _events(3000, seed=22)
     worker = WorkerProcess(st, "w", tmp_path)
     worker.start()
-    feeder = _feed(st, events, chunk=300, pause=0.3)
+    sent: list[int] = []
+    feeder = _feed(st, events, chunk=300, pause=0.3, sent=sent)
     try:
         _wait(lambda: _handled(r, keys) >= 800, "progress before the outage")
         server.kill()  # Redis crashes mid-stream
-        time.sleep(2.0)  # events keep arriving while it is down
+        # the worker meets the dead Redis, and events keep arriving while it is down
+        more = min(len(sent) + 2, -(-len(events) // 300))  # (unless the feed has ended)
+        _wait(
+            lambda: "Redis unavailable" in worker.log_text() and len(sent) >= more,
+            "the worker to retry a dead Redis while two more chunks arrive",
+        )
         assert worker.alive()
         server = start_redis(port=port, data_dir=str(data), persist=True)
         feeder.join(60)
