@@ -169,8 +169,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = ApiMetrics()
     errors.install(app)
     routers = (predict, models, checkpoints, series, figures, events, labels, capabilities, health)
+    limited = route_errors(429)  # every /v1 route may be rate limited (middleware.py)
     for module in routers:
-        app.include_router(module.router)
+        app.include_router(module.router, responses=None if module is health else limited)
     app.include_router(dashboard_router)
     app.include_router(docs_router)
     app.add_middleware(

@@ -21,9 +21,11 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         403: "The API key lacks the route's scope, or this model id is outside its prefix.",
         404: "No model with this id (or, for labels, no such prediction).",
         409: "Conflict: the id exists, or the model's learner lacks this capability.",
-        413: "Request body too large.",
+        413: "Request body too large, or its estimated cost over the server's budget.",
         422: "Invalid input: wrong dimension, NaN/inf, bad parameter (readable message).",
-        503: "Redis or Kafka unavailable; retry later.",
+        429: "Over the rate limit of the key (or address) for this route's scope; retry"
+        " after Retry-After seconds.",
+        503: "Redis or Kafka unavailable, or the server busy; retry later (Retry-After).",
     }
     if 401 in codes:  # wherever a key is checked, a valid one may lack the scope
         codes = (*codes, 403)
