@@ -324,17 +324,31 @@ def checkpoint_list(
 def checkpoint_rollback(
     model: Annotated[str, typer.Argument(help="Model id.")],
     version: Annotated[int, typer.Argument(help="Checkpoint version to restore.", min=0)],
+    discard_after: Annotated[
+        bool,
+        typer.Option(
+            "--discard-after",
+            help="Never learn the events between the version and this rollback (discarded,"
+            " counted in the model's status); without it they are re-learned once.",
+        ),
+    ] = False,
+    skip: Annotated[
+        list[str] | None,
+        typer.Option("--skip", help="An event id never to learn (repeat for more)."),
+    ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     opts: ClientOptions = ClientOptions(),
 ) -> None:
-    """Restore an older checkpoint and its offset; the worker re-learns from there."""
-    _confirm(yes, f"Roll model {model!r} back to version {version}?")
+    """Restore an older checkpoint and its offset; the worker re-learns from there, or with
+    --discard-after drops everything after it. --skip ID leaves out named events."""
+    what = " discarding the events after it" if discard_after else ""
+    _confirm(yes, f"Roll model {model!r} back to version {version}{what}?")
     with opts.client() as api:
-        result = api.rollback(model, version)
+        result = api.rollback(model, version, discard_after=discard_after, skip_ids=skip or ())
     if opts.as_json:
         _print_json(result or {"model": model, "version": version})
     else:
-        out.print(f"model [bold]{model}[/bold] rolled back to version {version}")
+        out.print(f"model [bold]{model}[/bold] rolled back to version {version}{what}")
 
 
 # --- replay and watch live in their own modules (they are bigger) ----------------------------

@@ -22,7 +22,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Generator, Iterable
+from collections.abc import Callable, Coroutine, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Concatenate, ParamSpec, TypeAlias, TypeVar
 
@@ -453,15 +453,24 @@ class _Ops:
             ],
         )
 
-    def rollback(self, model: str, version: int) -> Op[dict[str, Any]]:
-        """``POST /v1/models/{id}/rollback``: restore checkpoint ``version`` and its offset."""
+    def rollback(
+        self,
+        model: str,
+        version: int,
+        *,
+        discard_after: bool = False,
+        skip_ids: Sequence[str] = (),
+    ) -> Op[dict[str, Any]]:
+        """``POST /v1/models/{id}/rollback``: restore checkpoint ``version`` and its offset;
+        the worker re-learns the events after it, or with ``discard_after`` never learns
+        them (discarded); ``skip_ids``: event ids never to learn (docs/checkpoints.md)."""
+        body: dict[str, Any] = {"version": int(version)}
+        if discard_after:
+            body["discard_after"] = True
+        if skip_ids:
+            body["skip_ids"] = list(skip_ids)
         return self._run(
-            _Call(
-                "POST",
-                f"/v1/models/{_quote(model)}/rollback",
-                {"version": int(version)},
-                idempotent=False,
-            ),
+            _Call("POST", f"/v1/models/{_quote(model)}/rollback", body, idempotent=False),
             lambda b: b or {},
         )
 

@@ -75,6 +75,7 @@ class ModelInfo:
     applied: int | None = None
     duplicate: int | None = None
     rejected: int | None = None
+    discarded: int | None = None  # learned, then undone by rollbacks with discard_after
     updated_at: float | None = None
     partition: int | None = None
     incarnation: str | None = None
@@ -88,7 +89,7 @@ class ModelInfo:
         info = cls(**known, extra=extra)
         if info.features is None and isinstance(extra.get("assets"), list):  # an older server
             info.features = [str(a) for a in extra.pop("assets")]
-        for name in ("version", "applied", "duplicate", "rejected"):
+        for name in ("version", "applied", "duplicate", "rejected", "discarded"):
             if getattr(info, name) is None:
                 setattr(info, name, _first_int(data, f"status.{name}", f"events.{name}"))
         if info.updated_at is None:

@@ -48,6 +48,13 @@ PREDICTION_ID = "prediction_id"
 # producers): a worker never learns a record of another incarnation (docs/events.md §1)
 INCARNATION = "incarnation"
 MAX_INCARNATION_LEN = 64
+# a rollback's options (§4): never learn the events between the version's stamp and the
+# rollback; ids never to learn; the stamp of the version the API found (a number Redis
+# issued again after losing writes names another state: the worker refuses it)
+DISCARD_AFTER = "discard_after"
+SKIP_IDS = "skip_ids"
+STAMP = "stamp"
+MAX_SKIP_IDS = 1000
 
 # Values of ``type``; an event without one is an example (§1).
 REGISTER = "register"
@@ -175,9 +182,19 @@ def rollback(
     *,
     ts: float | None = None,
     incarnation: str | None = None,
+    discard_after: bool = False,
+    skip_ids: Sequence[str] = (),
+    stamp: tuple[int, int, str] | None = None,
 ) -> dict[str, Any]:
-    """Roll the model back to a kept checkpoint version (§4)."""
+    """Roll the model back to a kept checkpoint version (§4); ``discard_after``,
+    ``skip_ids`` and the version's ``stamp`` (partition, offset, event id) only when given."""
     event: dict[str, Any] = {MODEL: model, ID: event_id, TYPE: ROLLBACK, VERSION: version}
+    if discard_after:
+        event[DISCARD_AFTER] = True
+    if skip_ids:
+        event[SKIP_IDS] = list(skip_ids)
+    if stamp is not None:
+        event[STAMP] = {"partition": stamp[0], "offset": stamp[1], "event_id": stamp[2]}
     event[TS] = _ts(ts)
     if incarnation:
         event[INCARNATION] = incarnation

@@ -19,7 +19,7 @@ from redis.exceptions import NoScriptError
 from clients.batch_answer import parse_prediction_id
 from service.api.redis_pipe import RedisPipe
 from service.store import registry
-from service.store.checkpoints import read_version
+from service.store.checkpoints import RollbackRecord, read_version
 from service.store.connect import RedisClient, as_text
 from service.store.deadletters import read_deadletters, read_refused
 from service.store.keys import Keys
@@ -269,15 +269,18 @@ class RedisAccess:
         async with self.redis.pipeline(transaction=False) as pipe:
             for m in models:
                 pipe.hmget(self.keys.state(m), [*STATUS_FIELDS, "updated_at", "halted"])
-            rows = await pipe.execute()
+                pipe.hvals(self.keys.rollbacks(m))  # ``discarded``: their sum
+            replies = await pipe.execute()
+        rows, listed = replies[0::2], replies[1::2]
         out: dict[str, dict[str, int | float | str | None]] = {}
-        for m, row in zip(models, rows, strict=True):
+        for m, row, done in zip(models, rows, listed, strict=True):
             status: dict[str, int | float | str | None] = {
                 f: int(v or 0) for f, v in zip(STATUS_FIELDS, row, strict=False)
             }
             status["updated_at"] = float(row[-2]) if row[-2] else None
             halted = row[-1]
             status["halted"] = halted.decode() if isinstance(halted, bytes) else halted
+            status["discarded"] = sum(RollbackRecord.from_json(v).discarded for v in done)
             out[m] = status
         return out
 

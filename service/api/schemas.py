@@ -264,6 +264,11 @@ class ModelStatus(BaseModel):
     applied: int = 0
     duplicate: int = 0
     rejected: int = 0
+    discarded: int = Field(
+        0,
+        description="Events learned and then undone by rollbacks with `discard_after`"
+        " (docs/checkpoints.md); not in `applied`.",
+    )
     updated_at: float | None = Field(
         None, description="Unix time of the last checkpoint; null before the first."
     )
@@ -505,19 +510,67 @@ class CheckpointOut(BaseModel):
     )
 
 
+class RollbackOut(BaseModel):
+    event_id: str = Field(description="Id of the rollback control event.")
+    version: int = Field(description="The checkpoint version it restored.")
+    partition: int = Field(description="Partition of the rollback event.")
+    offset: int = Field(description="Offset of the rollback event.")
+    discard_after: bool = Field(
+        description="The events after the version's stamp up to the rollback were discarded."
+    )
+    discarded_from: int | None = Field(
+        None, description="First offset discarded (the version's stamp + 1); null without."
+    )
+    discarded_to: int | None = Field(
+        None, description="Last offset discarded (the rollback's - 1); null without."
+    )
+    discarded: int = Field(
+        description="Events the model had learned there and no longer holds (0 without)."
+    )
+    skip_ids: list[str] = Field(description="The event ids it named, never learned.")
+
+
 class CheckpointList(BaseModel):
     checkpoints: list[CheckpointOut] = Field(description="The kept checkpoints, newest first.")
+    rollbacks: list[RollbackOut] = Field(
+        default_factory=list,
+        description="The applied rollbacks that discarded or skipped events, newest first"
+        " (the last 100).",
+    )
 
 
 class RollbackRequest(_Strict):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"version": 7}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"version": 7},
+                {"version": 7, "discard_after": True},
+                {"version": 7, "skip_ids": ["e-1041"]},
+            ]
+        }
+    )
 
     version: int = Field(ge=1, strict=True, description="A kept checkpoint version.")
+    discard_after: bool = Field(
+        False,
+        strict=True,
+        description="Never learn the events between the version's stamp and this rollback:"
+        " they are discarded (counted in the model's status as `discarded`, listed under"
+        " the checkpoints). false: re-learn them, exactly once.",
+    )
+    skip_ids: list[EventId] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="Event ids never to learn: dropped as duplicates in the re-learn after"
+        " the version's stamp and whenever sent again.",
+    )
 
 
 class RollbackAccepted(BaseModel):
     event_id: str = Field(description="Id of the rollback control event produced to Kafka.")
     version: int = Field(description="The checkpoint version the worker will restore.")
+    discard_after: bool = False
+    skip_ids: list[str] = Field(default_factory=list)
 
 
 # ---- health --------------------------------------------------------------------------------

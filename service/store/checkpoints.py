@@ -35,7 +35,10 @@ One model's checkpoint is written by one Lua script (atomic, single hash slot th
    blob holds N + N/4), or, after a rollback or a migration, replaces the blob with the
    writer's whole window. A ``seen`` key still in the old layout (a sorted set of ids)
    makes an append fail with ``CONFLICT``: the writer reloads the model, which reads the
-   old layout, and its next write replaces it.
+   old layout, and its next write replaces it;
+6. lists an undoing rollback decided since the last write (``rollbacks``, a
+   :class:`RollbackRecord` by its event id, the last ``ROLLBACKS_KEEP``), in the same
+   script as the state that holds it: a Redis that loses writes loses both or neither.
 
 :func:`write_checkpoints` pipelines the scripts of many models (after the
 ``partition-models`` set additions, so a model is always registered on its partition
@@ -48,7 +51,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
 from redis.exceptions import ResponseError
@@ -98,6 +101,17 @@ if hkeep > 0 then
     ids_sum=ARGV[10], slen=string.len(ARGV[6])})
   redis.call('LPUSH', KEYS[2], head .. '\\n' .. ARGV[6] .. ARGV[11])
   redis.call('LTRIM', KEYS[2], 0, hkeep - 1)
+end
+if ARGV[25] ~= '' then
+  redis.call('HSET', KEYS[5], ARGV[25], ARGV[26])
+  if redis.call('HLEN', KEYS[5]) > tonumber(ARGV[27]) then
+    local oldest, low = nil, nil
+    for _, v in ipairs(redis.call('HVALS', KEYS[5])) do
+      local r = cjson.decode(v)
+      if low == nil or r['offset'] < low then oldest, low = r['event_id'], r['offset'] end
+    end
+    redis.call('HDEL', KEYS[5], oldest)
+  end
 end
 local skeep = tonumber(ARGV[13])
 if ARGV[17] == 'w' then
@@ -171,6 +185,35 @@ class Counters:
         return {"applied": self.applied, "duplicate": self.duplicate, "rejected": self.rejected}
 
 
+ROLLBACKS_KEEP = 100  # rollback records kept per model (the oldest by offset go first)
+
+
+@dataclass(frozen=True)
+class RollbackRecord:
+    """An applied rollback that discarded or skipped events (docs/checkpoints.md): the
+    version restored, the rollback event's id and position, and with ``discard_after`` the
+    offsets ``(after, upto]`` of the events never learned, ``discarded`` of them applied
+    before and undone; ``skip_ids``: the ids it named, never learned."""
+
+    event_id: str
+    version: int
+    partition: int
+    offset: int
+    discard_after: bool
+    after: int  # the restored version's stamp offset
+    discarded: int
+    skip_ids: tuple[str, ...] = ()
+    ts: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "skip_ids": list(self.skip_ids)}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, raw: Any) -> RollbackRecord:
+        d = json.loads(raw)
+        return cls(**{**d, "skip_ids": tuple(d.get("skip_ids", ()))})
+
+
 @dataclass
 class CheckpointWrite:
     """One model's checkpoint. ``expected_version`` is the version the writer loaded
@@ -193,6 +236,9 @@ class CheckpointWrite:
     token: str = ""  # this write's random token (stored with it)
     expected_token: str = ""  # the token of the version the writer loaded ("" for none)
     figures: bytes = b""  # the figures read at this write, JSON (service/metrics/figures.py)
+    # an undoing rollback decided since the last write: listed in the same script as the
+    # state that holds it, so one is never stored without the other (docs/checkpoints.md)
+    rollback: RollbackRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -404,6 +450,16 @@ async def rollback(redis: RedisClient, keys: Keys, model: str, version: int) -> 
     return nv
 
 
+async def read_rollbacks(redis: RedisClient, keys: Keys, model: str) -> list[RollbackRecord]:
+    """The model's rollback records, newest (highest offset) first."""
+    raw = await redis.hvals(keys.rollbacks(model))
+    return sorted(
+        (RollbackRecord.from_json(v) for v in raw),
+        key=lambda r: (r.offset, r.event_id),
+        reverse=True,
+    )
+
+
 async def partition_models(redis: RedisClient, keys: Keys, topic: str, partition: int) -> set[str]:
     return {as_text(m) for m in await redis.smembers(keys.partition_models(topic, partition))}
 
@@ -468,12 +524,16 @@ async def write_checkpoints(
                 w.seen,
                 seen_layout.HEADER,
                 seen_layout.RECORD.itemsize,
+                w.rollback.event_id if w.rollback is not None else "",
+                w.rollback.to_json() if w.rollback is not None else "",
+                ROLLBACKS_KEEP,
             ]
             km = [
                 keys.state(w.model),
                 keys.history(w.model),
                 keys.seen(w.model),
                 keys.spec(w.model),
+                keys.rollbacks(w.model),
             ]
             await queue_script(pipe, script, km, args)
         if extra is not None:

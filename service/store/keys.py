@@ -27,6 +27,12 @@ class Keys:
     def history(self, model: str) -> str:
         return f"{self.prefix}model:{{{model}}}:history"
 
+    def rollbacks(self, model: str) -> str:
+        """Hash: the model's applied rollbacks that discarded or skipped events (field: the
+        rollback event's id; value: JSON of the version, the offsets discarded, their count
+        and the skipped ids), the last ``ROLLBACKS_KEEP`` (``service/store/checkpoints.py``)."""
+        return f"{self.prefix}model:{{{model}}}:rollbacks"
+
     def series(self, model: str) -> str:
         """List of the model's sampled figures (JSON points, oldest first), capped by the API
         (``service/store/series.py``)."""

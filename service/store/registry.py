@@ -131,7 +131,8 @@ async def list_specs(redis: RedisClient, keys: Keys) -> list[dict[str, Any]]:
 async def delete_spec(
     redis: RedisClient, keys: Keys, model: str, *, topic: str | None = None
 ) -> bool:
-    """Delete the spec and the model's state, history, seen ids and series; False if unknown.
+    """Delete the spec and the model's state, history, seen ids, series and rollback
+    listing; False if unknown.
     With ``topic``, also take the model off the ``partition-models`` sets of its home
     partition and of its last stamp's partition (it must not pin a partition's start)."""
     spec = await get_spec(redis, keys, model)
@@ -142,7 +143,13 @@ async def delete_spec(
         partitions.add(int(stamp_partition))
     removed = await redis.delete(keys.spec(model))
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.delete(keys.state(model), keys.history(model), keys.seen(model), keys.series(model))
+        pipe.delete(
+            keys.state(model),
+            keys.history(model),
+            keys.seen(model),
+            keys.series(model),
+            keys.rollbacks(model),
+        )
         pipe.srem(keys.models(), model)
         if topic is not None:
             for p in partitions:

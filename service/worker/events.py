@@ -22,15 +22,19 @@ import orjson
 from clients.wire import (
     CONTROL_TYPES,
     CREATED,
+    DISCARD_AFTER,
     FRAME_MAGIC,
     HINT,
     ID,
     INCARNATION,
     MAX_ID_LEN,
     MAX_INCARNATION_LEN,
+    MAX_SKIP_IDS,
     MODEL,
     REGISTER,
     ROLLBACK,
+    SKIP_IDS,
+    STAMP,
     TS,
     TYPE,
     VECTORS,
@@ -56,6 +60,11 @@ class Event:
     type: str = "example"  # or a control type of clients.wire (docs/events.md §3-5)
     vectors: list[list[float]] | None = None
     version: int | None = None  # rollback: the checkpoint version to restore
+    # rollback options (docs/events.md §4): never learn the events after the version's stamp
+    # up to the rollback; ids never to learn; the version's stamp the API found
+    discard_after: bool = False
+    skip_ids: tuple[str, ...] = ()
+    stamp: tuple[int, int, str] | None = None
     # the model's incarnation the producer saw (docs/events.md §1); None: not given (an
     # external producer), learned by whichever incarnation the worker holds
     incarnation: str | None = None
@@ -64,6 +73,38 @@ class Event:
 _isfinite = math.isfinite
 _NUMBER_TYPES = frozenset((int, float))  # what JSON numbers decode to (bool excluded)
 _LABEL_TYPES = frozenset((int, float, bool))
+
+
+def _rollback_options(
+    obj: dict[str, Any], model: str | None
+) -> tuple[bool, tuple[str, ...], tuple[int, int, str] | None]:
+    """A rollback's ``discard_after``, ``skip_ids`` and ``stamp`` (all optional, §4)."""
+    discard = obj.get(DISCARD_AFTER, False)
+    if type(discard) is not bool:
+        raise InvalidEvent(f"'{DISCARD_AFTER}' must be true or false, got {discard!r}", model)
+    skip = obj.get(SKIP_IDS, [])
+    if not (
+        type(skip) is list
+        and len(skip) <= MAX_SKIP_IDS
+        and all(type(i) is str and 0 < len(i) <= MAX_ID_LEN and _utf8(i) for i in skip)
+    ):
+        raise InvalidEvent(
+            f"'{SKIP_IDS}' must be a list of at most {MAX_SKIP_IDS} event ids", model
+        )
+    raw = obj.get(STAMP)
+    stamp = None
+    if raw is not None:
+        p, o, e = (
+            (raw.get(k) for k in ("partition", "offset", "event_id"))
+            if type(raw) is dict
+            else (None, None, None)
+        )
+        if not (type(p) is int and p >= 0 and type(o) is int and o >= -1 and type(e) is str):
+            raise InvalidEvent(
+                f"'{STAMP}' must be {{partition, offset, event_id}}, got {raw!r}", model
+            )
+        stamp = (p, o, e)
+    return discard, tuple(skip), stamp
 
 
 def _is_number(v: Any) -> bool:
@@ -230,6 +271,7 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise InvalidEvent(f"'version' must be an integer >= 1, got {version!r}", model)
         ts = _optional_number(obj, TS, model)
+        discard, skip, stamp = _rollback_options(obj, model)
         return Event(
             model,
             event_id,
@@ -239,6 +281,9 @@ def _decode_event(key: bytes | None, value: bytes | None) -> Event:
             type=ROLLBACK,
             version=version,
             incarnation=incarnation,
+            discard_after=discard,
+            skip_ids=skip,
+            stamp=stamp,
         )
     if kind == CREATED:  # a model's creation marker (docs/design.md, "Events")
         return Event(model, event_id, [], None, type=CREATED)

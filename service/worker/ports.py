@@ -15,7 +15,13 @@ from typing import Any, Protocol
 # A plain (topic, partition) named tuple: the value type of both adapters.
 from aiokafka.structs import TopicPartition
 
-from service.store.checkpoints import CheckpointWrite, HistoryEntry, StoredState, WriteResult
+from service.store.checkpoints import (
+    CheckpointWrite,
+    HistoryEntry,
+    RollbackRecord,
+    StoredState,
+    WriteResult,
+)
 from service.store.seen import SeenRecords
 from service.worker.refusals import Refusals
 
@@ -183,6 +189,9 @@ class ModelStore(Protocol):
     async def note_halted(self, model: str, reason: str) -> None:
         """Record why a model stopped learning, for its status (the next checkpoint
         written for it clears the note)."""
+
+    async def rollbacks(self, model: str) -> list[RollbackRecord]:
+        """The model's listed undoing rollbacks (written with the checkpoints), newest first."""
 
     async def seen_upto(self, model: str, applied: int) -> SeenRecords:
         """The seen window's ids applied up to the ``applied`` count, oldest first."""

@@ -34,6 +34,7 @@ from service.metrics.running import RunningStats
 from service.store.checkpoints import (
     CheckpointWrite,
     Counters,
+    RollbackRecord,
     Stamp,
     StoredState,
     id_hash,
@@ -77,6 +78,8 @@ class ModelRuntime:
     barrier: Stamp | None = None
     # after a rollback: the applied count restored (its window replaces the stored one)
     unsee_above: int | None = None
+    # an undoing rollback decided, to list with the next write (service/worker/rollback.py)
+    listing: RollbackRecord | None = None
     # the spec's incarnation and origin (the ``created`` marker): "" / None for a spec made
     # before incarnations (docs/reliability.md, "Re-creating a model")
     incarnation: str = ""
@@ -509,6 +512,7 @@ class ModelRuntime:
             rewind=self.rewind,
             barrier=self.barrier,
             incarnation=self.incarnation,
+            rollback=self.listing,
         )
 
     def written(self, version: int, token: str) -> None:
@@ -517,6 +521,7 @@ class ModelRuntime:
         self.dirty = False
         self.rewind = False
         self.unsee_above = None
+        self.listing = None
 
 
 def unknown_model_reason(model: str) -> str:

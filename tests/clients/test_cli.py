@@ -273,6 +273,10 @@ def test_checkpoint_commands(cli_env: dict[str, str], api_url: str, workers: Any
     assert time.strftime("%Y-%m-%d", time.localtime(newest["ts"])) in row, row
     r = cli("checkpoint", "rollback", model, str(oldest), "--yes", env=cli_env)
     assert r.returncode == 0, r.stderr
+    # the undoing options go through as the API takes them (docs/checkpoints.md)
+    undo = _json(cli("checkpoint", "rollback", model, str(newest["version"]), "--discard-after",
+                     "--skip", "e-1", "--skip", "e-2", "--yes", "--json", env=cli_env))  # fmt: skip
+    assert undo["discard_after"] is True and undo["skip_ids"] == ["e-1", "e-2"], undo
 
 
 def _in_a_terminal(args: list[str], env: dict[str, str], answer: str) -> tuple[int, str]:

@@ -40,6 +40,7 @@ NO_CHECKPOINT = {
     "applied": 0,
     "duplicate": 0,
     "rejected": 0,
+    "discarded": 0,
     "updated_at": None,
     "halted": None,
 }

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from service.store.checkpoints import CheckpointWrite, HistoryEntry, WriteResult
+from service.store.checkpoints import CheckpointWrite, HistoryEntry, RollbackRecord, WriteResult
 from service.worker.adapters.memory_log import MemoryBroker, MemoryLog
 from service.worker.adapters.memory_store import MemoryStore
 from service.worker.ports import (
@@ -144,6 +144,9 @@ class SimStore:
 
     async def note_halted(self, model: str, reason: str) -> None:
         await passing(self.node, "store.note_halted", lambda: self.store.note_halted(model, reason))
+
+    async def rollbacks(self, model: str) -> list[RollbackRecord]:
+        return await passing(self.node, "store.rollbacks", lambda: self.store.rollbacks(model))
 
     async def seen_upto(self, model: str, applied: int) -> list[str]:
         return await passing(

@@ -30,6 +30,8 @@ from clients.wire import encode_frame
 from service.store.registry import created_marker, with_origin
 from service.worker.adapters.memory_log import MemoryBroker, MemoryRecord
 from service.worker.adapters.memory_store import MemoryStore
+from service.worker.ports import TopicPartition
+from tests._frames import record_events
 
 TOPIC = "events"
 KINDS = ("pa", "pa-classifier")
@@ -66,6 +68,7 @@ class Stream:
     ) -> None:
         self.rng = random.Random(f"stream:{seed}")
         self.rng2 = random.Random(f"stream2:{seed}")  # issue 32's draws (module docstring)
+        self.rng3 = random.Random(f"stream3:{seed}")  # undoing rollbacks' draws (issue 32)
         # with ``frames``, a third of the examples (and of the invalid ones) travel as binary
         # frames of 1-4 rows (docs/events.md §6), re-sent like any body
         self.frames = frames
@@ -114,6 +117,7 @@ class Stream:
         m.origin = (rec.partition, rec.offset)
         m.pending = 0 if at_once else self.rng.randint(1, 3)
         m.recent, m.rollbacks = [], 0
+        m.undone = False
         if at_once:
             self._store_spec(m)
 
@@ -245,7 +249,8 @@ class Stream:
         self._append(m.id, _body(body))
 
     def _rollback(self, m: ModelPlan) -> None:
-        kept = [e.version for e in self.store.histories.get(m.id, [])]
+        history = self.store.histories.get(m.id, [])
+        kept = [e.version for e in history]
         if not kept or (self.resend and m.rollbacks):
             # with re-sent ids, one rollback per incarnation: rolling "forward" to a version
             # written before an earlier rollback does not restore the ids that rollback
@@ -253,9 +258,41 @@ class Stream:
             return
         m.rollbacks += 1
         version = self.rng.choice(kept)
-        self._append(
-            m.id,
-            _body(
-                {"model": m.id, "id": self._next_id(m.id), "type": "rollback", "version": version}
-            ),
-        )
+        if m.undone:  # drawn all the same: the rest of the stream stays as it was
+            return
+        body = {"model": m.id, "id": self._next_id(m.id), "type": "rollback", "version": version}
+        self._append(m.id, _body(self._undoing(m, body, history)))
+
+    def _undoing(self, m: ModelPlan, body: dict[str, Any], history: list[Any]) -> dict[str, Any]:
+        """As the API sends it (issue 32): the version's stamp, and for some rollbacks
+        ``discard_after`` or ``skip_ids`` (ids of the model's events after the stamp, or
+        one not sent yet). An undoing rollback is its incarnation's last (the oracle's
+        replay of it assumes no later rollback; docs/checkpoints.md, "Undoing events")."""
+        rng = self.rng3
+        entry = next(e for e in history if e.version == body["version"])
+        s = entry.stamp
+        body["stamp"] = {"partition": s.partition, "offset": s.offset, "event_id": s.event_id}
+        roll = rng.random()
+        if roll < 0.25:
+            body["discard_after"] = True
+        elif roll < 0.45:
+            tp = TopicPartition(TOPIC, s.partition)
+            ids = [
+                ev["id"]
+                for r in self.broker.records.get(tp, [])
+                if r.offset > s.offset and r.value
+                for ev in record_events(r.value)
+                if ev.get("model") == m.id and "type" not in ev and isinstance(ev.get("id"), str)
+            ]
+            skip = rng.sample(ids, min(len(ids), rng.randint(1, 2)))
+            # an id still to come: dropped when it arrives, while it is in the dedupe
+            # window (with a window wider than the run: a documented limit otherwise)
+            if rng.random() < 0.3 and self.resend:
+                skip.append(f"{m.id}-e{self.counter + rng.randint(1, 20)}")
+            if not skip:
+                return body
+            body["skip_ids"] = skip
+        else:
+            return body
+        m.undone = True
+        return body

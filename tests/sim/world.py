@@ -153,6 +153,7 @@ class World:
                 {m: dict(v) if isinstance(v, dict) else v for m, v in s.seen.items()},
                 {k: set(v) for k, v in s.partition_lists.items()},
                 dict(s.halted),
+                {m: dict(v) for m, v in s.rollbacks_of.items()},
             )
         )
 
@@ -167,9 +168,10 @@ class World:
         for _ in range(min(k, len(self.snapshots) - 1)):
             self.snapshots.pop()
             self.lost_writes += 1
-        specs, states, history, seen, lists, halted = self.snapshots[-1]
+        specs, states, history, seen, lists, halted, rollbacks = self.snapshots[-1]
         s = self.store
         s.specs, s.states, s.halted = dict(specs), dict(states), dict(halted)
+        s.rollbacks_of = {m: dict(v) for m, v in rollbacks.items()}
         s.histories = {m: list(h) for m, h in history.items()}
         s.seen = {m: dict(v) if isinstance(v, dict) else v for m, v in seen.items()}
         s.partition_lists = {key: set(v) for key, v in lists.items()}

@@ -15,9 +15,15 @@ from clients import wire
 from service.api.deps import ModelDep, ProducerDep, SettingsDep, StoreDep
 from service.api.errors import NotSupported
 from service.api.routes._common import errors
-from service.api.schemas import CheckpointList, CheckpointOut, RollbackAccepted, RollbackRequest
+from service.api.schemas import (
+    CheckpointList,
+    CheckpointOut,
+    RollbackAccepted,
+    RollbackOut,
+    RollbackRequest,
+)
 from service.api.security import AdminKey, ReadKey
-from service.store.checkpoints import read_history
+from service.store.checkpoints import read_history, read_rollbacks
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -31,7 +37,22 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 async def list_checkpoints(model: ModelDep, store: StoreDep) -> CheckpointList:
     """The model's last K checkpoints (K = ``ONLINEPREDICT_HISTORY_KEEP``), newest first."""
     history = await read_history(store.redis, store.keys, model.id)
+    done = await read_rollbacks(store.redis, store.keys, model.id)
     return CheckpointList(
+        rollbacks=[
+            RollbackOut(
+                event_id=r.event_id,
+                version=r.version,
+                partition=r.partition,
+                offset=r.offset,
+                discard_after=r.discard_after,
+                discarded_from=r.after + 1 if r.discard_after else None,
+                discarded_to=r.offset - 1 if r.discard_after else None,
+                discarded=r.discarded,
+                skip_ids=list(r.skip_ids),
+            )
+            for r in done
+        ],
         checkpoints=[
             CheckpointOut(
                 version=h.version,
@@ -42,7 +63,7 @@ async def list_checkpoints(model: ModelDep, store: StoreDep) -> CheckpointList:
                 applied=h.counters.applied if h.counters is not None else None,
             )
             for h in history
-        ]
+        ],
     )
 
 
@@ -64,8 +85,11 @@ async def rollback(
 
     Produces a ``rollback`` control event; the owning worker applies it in log order,
     installs the version's state, metrics and counters and re-learns every event after the
-    version's stamp exactly once. ``202``: accepted, not yet applied. 404 when the version
-    is not (or no longer) kept; 409 when it predates rollback support."""
+    version's stamp exactly once. With ``discard_after``, it re-learns none of them: they
+    are discarded (the model's ``status.discarded`` counts the ones it had learned; the
+    checkpoint listing shows the offsets). ``skip_ids``: event ids never to learn, in the
+    re-learn or later. ``202``: accepted, not yet applied. 404 when the version is not (or
+    no longer) kept; 409 when it predates rollback support (docs/checkpoints.md)."""
     history = await read_history(store.redis, store.keys, model.id)
     entry = next((h for h in history if h.version == body.version), None)
     if entry is None:
@@ -80,6 +104,19 @@ async def rollback(
             f"model {model.id!r}: checkpoint version {body.version} predates rollback support"
         )
     event_id = uuid.uuid4().hex
-    record = wire.rollback(model.id, event_id, body.version)
+    stamp = (entry.stamp.partition, entry.stamp.offset, entry.stamp.event_id)
+    record = wire.rollback(
+        model.id,
+        event_id,
+        body.version,
+        discard_after=body.discard_after,
+        skip_ids=body.skip_ids,
+        stamp=stamp,
+    )
     await producer.send_all(settings.events_topic, model.id, [record], partition=model.home)
-    return RollbackAccepted(event_id=event_id, version=body.version)
+    return RollbackAccepted(
+        event_id=event_id,
+        version=body.version,
+        discard_after=body.discard_after,
+        skip_ids=body.skip_ids,
+    )

@@ -21,9 +21,11 @@ from service.store.checkpoints import (
     BACKWARDS,
     CONFLICT,
     OK,
+    ROLLBACKS_KEEP,
     CheckpointWrite,
     Counters,
     HistoryEntry,
+    RollbackRecord,
     StoredState,
     WriteResult,
 )
@@ -53,6 +55,7 @@ class MemoryStore:
         self.states: dict[str, StoredState] = {}
         self.histories: dict[str, list[HistoryEntry]] = {}  # newest first
         self.halted: dict[str, str] = {}  # model -> why it stopped learning
+        self.rollbacks_of: dict[str, dict[str, RollbackRecord]] = {}  # model -> event id -> it
         # model -> its seen blob, or in the old layout: event id -> applied count
         self.seen: dict[str, bytes | dict[str, int]] = {}
         self.partition_lists: dict[tuple[str, int], set[str]] = {}
@@ -76,7 +79,14 @@ class MemoryStore:
     def delete(self, model: str) -> None:
         """Like ``delete_spec``: the spec, state, history and seen ids go, and the model
         leaves every partition list."""
-        for table in (self.specs, self.states, self.histories, self.seen, self.halted):
+        for table in (
+            self.specs,
+            self.states,
+            self.histories,
+            self.seen,
+            self.halted,
+            self.rollbacks_of,
+        ):
             table.pop(model, None)
         for models in self.partition_lists.values():
             models.discard(model)
@@ -159,6 +169,11 @@ class MemoryStore:
             token=w.token,
         )
         self.halted.pop(w.model, None)  # a write clears the note, as the script does
+        if w.rollback is not None:  # listed with the state that holds it, as the script does
+            listed = self.rollbacks_of.setdefault(w.model, {})
+            listed[w.rollback.event_id] = w.rollback
+            if len(listed) > ROLLBACKS_KEEP:
+                del listed[min(listed.values(), key=lambda r: r.offset).event_id]
         if self.history_keep > 0:
             entry = HistoryEntry(nv, w.stamp, now, w.state, _copy(w.counters), w.stats or None)
             kept = self.histories.setdefault(w.model, [])
@@ -197,6 +212,10 @@ class MemoryStore:
 
     async def note_halted(self, model: str, reason: str) -> None:
         self.halted[model] = reason
+
+    async def rollbacks(self, model: str) -> list[RollbackRecord]:
+        found = self.rollbacks_of.get(model, {}).values()
+        return sorted(found, key=lambda r: (r.offset, r.event_id), reverse=True)
 
     async def seen_upto(self, model: str, applied: int) -> SeenRecords:
         return self.read_seen(model).upto(applied)

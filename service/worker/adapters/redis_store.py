@@ -31,12 +31,14 @@ from service.store.checkpoints import (
     OK,
     CheckpointWrite,
     HistoryEntry,
+    RollbackRecord,
     WriteResult,
     forget_partition_model,
     partition_models,
     read_heads,
     read_history,
     read_history_entry,
+    read_rollbacks,
     read_seen_upto,
     read_seens,
     read_states,
@@ -312,6 +314,11 @@ class RedisStore:
     async def note_halted(self, model: str, reason: str) -> None:
         await self.retry.call(
             lambda: self.redis.hset(self.keys.state(model), "halted", reason), "halted note"
+        )
+
+    async def rollbacks(self, model: str) -> list[RollbackRecord]:
+        return await self.retry.call(
+            lambda: read_rollbacks(self.redis, self.keys, model), "rollback records"
         )
 
     async def seen_upto(self, model: str, applied: int) -> SeenRecords:
