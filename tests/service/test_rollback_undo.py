@@ -215,3 +215,34 @@ def test_an_undoing_rollback_is_decided_once_across_crashes(
     log = run(read_topic(st, st.events_topic))
     _check_model(st, log, model, entry, bool(options.get("discard_after")), skip)
     assert run(read_topic(st, st.deadletter_topic)) == []
+
+
+def test_rollback_options_decode_or_make_the_event_invalid() -> None:
+    """``discard_after``, ``skip_ids`` and ``stamp`` as the worker reads them (docs/events.md
+    §4); a bad one makes the whole event invalid (dead-lettered), never half-applied."""
+    from clients import wire
+    from service.worker.events import decode_event
+    from service.worker.invalid import InvalidEvent
+
+    def decode(event: dict[str, Any]) -> Any:
+        return decode_event(b"m", json.dumps(event).encode())
+
+    ev = decode(wire.rollback("m", "r1", 3, discard_after=True, skip_ids=["a", "b"],
+                              stamp=(1, 41, "e41")))  # fmt: skip
+    assert (ev.version, ev.discard_after, ev.skip_ids, ev.stamp) == (3, True, ("a", "b"),
+                                                                    (1, 41, "e41"))  # fmt: skip
+    plain = decode(wire.rollback("m", "r2", 3))
+    assert (plain.discard_after, plain.skip_ids, plain.stamp) == (False, (), None)
+    base = {"model": "m", "id": "r3", "type": "rollback", "version": 3}
+    for bad in (
+        {"discard_after": "yes"},
+        {"discard_after": 1},
+        {"skip_ids": "a"},
+        {"skip_ids": [""]},
+        {"skip_ids": [7]},
+        {"skip_ids": ["x"] * (wire.MAX_SKIP_IDS + 1)},
+        {"stamp": {"partition": 0, "offset": "1", "event_id": "e"}},
+        {"stamp": [0, 1, "e"]},
+    ):
+        with pytest.raises(InvalidEvent):
+            decode({**base, **bad})
