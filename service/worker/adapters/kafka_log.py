@@ -110,7 +110,13 @@ class KafkaLog:
         return int(await self.consumer.position(tp))
 
     async def committed(self, tp: TopicPartition) -> int | None:
-        committed: int | None = await self.consumer.committed(tp)
+        try:
+            committed: int | None = await self.consumer.committed(tp)
+        except (KafkaError, IllegalStateError) as exc:
+            # only a floor for forwarding (service/worker/forward.py): without it, records
+            # are forwarded again and dropped at home by their ids
+            logger.warning("committed offset of %s[%d] unknown: %s", tp.topic, tp.partition, exc)
+            return None
         return committed
 
     async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
