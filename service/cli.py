@@ -37,11 +37,23 @@ app = typer.Typer(
 )
 
 
+# client libraries whose INFO lines are chatter to an operator (aiokafka: "Updating
+# subscribed topics" every 2 s per worker); ONLINEPREDICT_LOG_VERBOSE=true keeps them
+CHATTY_LOGGERS = ("aiokafka", "kafka")
+
+
+def _verbose() -> bool:
+    return os.environ.get("ONLINEPREDICT_LOG_VERBOSE", "").strip().lower() in ("1", "true", "yes")
+
+
 def _setup_logging(level: str | None = None) -> None:
     logging.basicConfig(
         level=(level or os.environ.get("ONLINEPREDICT_LOG_LEVEL", "INFO")).upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not _verbose():
+        for name in CHATTY_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _settings() -> Settings:
@@ -117,14 +129,24 @@ def up(
             "(in memory: their data is gone when up stops)."
         ),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            help="Also print every HTTP request and the Kafka client's INFO logs "
+            "(ONLINEPREDICT_LOG_VERBOSE=true in every process).",
+        ),
+    ] = False,
 ) -> None:
     """Start the broker and Redis if nothing answers at their addresses, create the topics,
     run the API and N workers (restarting any that dies); Ctrl-C stops everything cleanly:
     the API first, then the workers learn to the end of the log, then the broker and Redis."""
     from pathlib import Path
 
-    from service.embedded.up import Stack, StackError, install_signal_handlers
+    from service.embedded.up import Stack, StackError, install_signal_handlers, redis_address
 
+    if verbose:  # before the logging setup, and inherited by every child
+        os.environ["ONLINEPREDICT_LOG_VERBOSE"] = "true"
     _setup_logging()
     settings = _settings()
     stack = Stack(
@@ -137,6 +159,7 @@ def up(
     install_signal_handlers(stack)
     try:
         stack.up()
+        stack.wait_ready()  # "up" only once the API listens; its failure is reported
     except StackError as exc:
         typer.echo(f"cannot start: {exc}", err=True)
         stack.down()
@@ -144,9 +167,15 @@ def up(
     except BaseException:
         stack.down()
         raise
+    if stack.stopping.is_set():  # Ctrl-C while it started
+        stack.down()
+        typer.echo("onlinepredict stopped.")
+        return
     api_url = f"http://{settings.api_host}:{settings.api_port}"
     typer.echo(f"onlinepredict is up: API {api_url}, {workers} worker(s). Ctrl-C stops it.")
     typer.echo(f"Live dashboard: {api_url}/dashboard")
+    rhost, rport = redis_address(stack.settings.redis_url)  # host:port, never a password
+    typer.echo(f"Kafka {stack.settings.kafka_bootstrap}, Redis {rhost}:{rport}")
     if redis_cluster:
         typer.echo(f"Redis Cluster: {stack.settings.redis_url} (ONLINEPREDICT_REDIS_MODE=cluster)")
     urls = [f"http://127.0.0.1:{port}/metrics" for port in stack.worker_ports if port]

@@ -94,6 +94,9 @@ class Settings(BaseSettings):
     # --- API -------------------------------------------------------------------------------
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
+    # per-request access lines and the Kafka client's INFO chatter (`up --verbose`): off,
+    # they were 11k lines in 7 minutes of `up` (issue 34)
+    log_verbose: bool = False
     # API keys (docs/security.md, "Keys and scopes"): once any is set, every /v1 route needs
     # a key of the route's scope. api_key is one admin key (named "default"); api_keys lists
     # name:scopes:secret[:prefix] entries; api_keys_file the same, re-read on SIGHUP/mtime

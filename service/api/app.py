@@ -202,9 +202,25 @@ def serve(settings: Settings | None = None, **uvicorn_options_given: Any) -> Non
     fds = raise_fd_limit()  # slow clients must not starve new connections of descriptors
     if fds is not None and fds[0] != fds[1]:
         logger.info("open-files limit raised from %d to %d", *fds)
-    uvicorn.run(
-        app,
-        host=settings.api_host,
-        port=settings.api_port,
-        **{**uvicorn_options(settings), **uvicorn_options_given},
+    options = {"access_log": settings.log_verbose, **uvicorn_options(settings)}
+    config = uvicorn.Config(
+        app, host=settings.api_host, port=settings.api_port, **{**options, **uvicorn_options_given}
     )
+    # Bind before the lifespan starts anything: uvicorn binds after it, and on a taken port
+    # its lifespan shutdown hung for minutes ignoring SIGTERM (issue 34). Exit 1 at once.
+    try:
+        sock = config.bind_socket()
+    except SystemExit:
+        raise SystemExit(
+            f"onlinepredict api: cannot listen on {settings.api_host}:{settings.api_port}"
+            " (address already in use?): set ONLINEPREDICT_API_PORT or stop what listens there"
+        ) from None
+    server = uvicorn.Server(config)
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+    if not server.started:
+        raise SystemExit(1)

