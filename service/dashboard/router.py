@@ -16,7 +16,9 @@ from fastapi.responses import FileResponse, HTMLResponse
 from service.api.deps import StoreDep
 from service.api.security import ReadKey, principal_of
 from service.embedded.demo import MODEL_ID as DEMO_MODEL
+from service.metrics.exposition import ModelSnapshot
 from service.metrics.snapshots import read_snapshots
+from service.store.deadletters import refusing
 
 HERE = pathlib.Path(__file__).parent
 STATIC = HERE / "static"
@@ -67,7 +69,22 @@ async def dashboard_data(store: StoreDep, request: Request) -> dict[str, Any]:
     snaps = await read_snapshots(store.redis, store.keys, with_holdings=True)
     snaps = [s for s in snaps if principal.reaches(s.model)]
     snaps.sort(key=lambda s: (s.model != DEMO_MODEL, s.model))  # the demo first, then by id
+    # what GET /v1/models/{id} calls `refusing`, read the same way
+    shares = await store.refused_shares([s.model for s in snaps])
     return {
         "ts": time.time(),
-        "models": [s.as_json() for s in snaps],
+        "models": [
+            {**s.as_json(), "status": status_of(s, *shares.get(s.model, (0, 0)))} for s in snaps
+        ],
     }
+
+
+def status_of(snap: ModelSnapshot, events: int, refused: int) -> str:
+    """One word for the page's picker and its status filter: ``halted`` (stopped learning),
+    ``refusing`` (most recent events refused, as GET /v1/models/{id} says ``refusing``),
+    ``new`` (no checkpoint yet), else ``learning``."""
+    if snap.halted:
+        return "halted"
+    if events and refusing(events, refused):
+        return "refusing"
+    return "new" if snap.version == 0 else "learning"

@@ -222,6 +222,7 @@ def test_figures_of_one_model_are_its_entry_of_the_dashboard_feed(
     assert body["figures"]["labelled_events"] == 7 and body["figures"]["rmse"] > 0
     feed = client.get("/v1/dashboard/data").json()["models"]
     entry = next(m for m in feed if m["id"] == mid)
+    assert entry.pop("status") == "learning"  # the picker's word (service/dashboard/router.py)
     assert {k: body[k] for k in entry} == entry
     # a checkpoint with its figures stored: they are read as stored, the statistics unread
     stored = b'{"figures":{"rmse":9.5},"diagnostics":{"epsilon":0.25},"holdings":[["a",1.0]]}'

@@ -1,25 +1,46 @@
-// Draws, per model, its figures over time. On first sight of a model the page loads the past
-// from GET /v1/models/{id}/series (sampled by the API, so it survives a reload), then appends
-// a live point from /v1/dashboard/data on every refresh.
+// A picker of every model (search, kind and status filters) and the selected model's figures
+// over time. On selection the page loads the model's past from
+// GET /v1/models/{id}/series?checkpoints=true (the API's 5 s samples plus every kept
+// checkpoint version, so a model fed in one burst shows its course, not one point), then
+// adds a live point from /v1/dashboard/data each time the model's checkpoint version moves
+// on (never a copy of an unchanged checkpoint: an idle model is not drawn as a flat line).
 "use strict";
 const MAX_POINTS = 1500;     // the server keeps 720 by default; room for live points after it
-const history = new Map();   // model id -> {t: [], series: {name: []}, loaded: n}
-const charts = new Map();    // "model/chart" -> uPlot instance
+const charts = new Map();    // chart key -> uPlot instance, of the selected model only
+let history = null;          // the selected model's points: {id, t, v, applied, series, loaded}
+let feed = [];               // the last feed's models
+let selected = null;         // the selected model's id
 let timer = null;
+let running = false;         // a slow refresh must not overlap the next one
+let listHtml = "";           // the picker's last rendering (not rebuilt when unchanged)
 
 // One chart per scale: figures of different magnitude never share an axis (tracking error
-// is ~1/sqrt(n) of the RMSE and would be drawn as a flat zero next to it).
+// is ~1/sqrt(n) of the RMSE and would be drawn as a flat zero next to it). Each chart is
+// titled by the series it draws (LABELS), so a regressor's chart never claims to be APAS's.
 const CHARTS = [
-  { key: "regret", title: "Cumulative regret", series: ["cumulative_regret"] },
-  { key: "loss", title: "Cumulative loss", series: ["cumulative_loss"] },
-  { key: "rmse", title: "RMSE (cumulative, last window)", series: ["rmse", "rmse_window"] },
-  { key: "te", title: "Tracking error (APAS eq. 13)", series: ["tracking_error"] },
-  { key: "error", title: "Error rate", series: ["error_rate"] },
-  { key: "applied", title: "Events applied", series: ["applied"], integer: true },
-  { key: "epsilon", title: "APAS epsilon", series: ["epsilon"] },
-  { key: "prevalence", title: "Prevalence: estimate vs true", series: ["prevalence_cc", "prevalence", "true_prevalence"],
+  { key: "regret", series: ["cumulative_regret"] },
+  { key: "loss", series: ["cumulative_loss"] },
+  { key: "rmse", series: ["rmse", "rmse_window"] },
+  { key: "te", series: ["tracking_error"] },
+  { key: "error", series: ["error_rate"] },
+  { key: "applied", series: ["applied"], integer: true, timeOnly: true },
+  { key: "epsilon", series: ["epsilon"] },
+  { key: "prevalence", series: ["prevalence_cc", "prevalence", "true_prevalence"],
     requires: ["prevalence_cc", "prevalence"] },  // quantifiers only
 ];
+const LABELS = {
+  cumulative_regret: "cumulative regret",
+  cumulative_loss: "cumulative loss",
+  rmse: "RMSE over all events",
+  rmse_window: "RMSE over the last window",
+  tracking_error: "tracking error √(Σe²)/n",
+  error_rate: "error rate",
+  applied: "events applied",
+  epsilon: "APAS ε",
+  prevalence_cc: "prevalence estimate (classify and count)",
+  prevalence: "prevalence estimate",
+  true_prevalence: "true prevalence",
+};
 const NAMES = [...new Set(CHARTS.flatMap(c => c.series))];
 // Counts: always printed as integers, whatever JSON made of them.
 const COUNTS = new Set(["applied", "duplicate", "rejected", "labelled_events", "mistakes"]);
@@ -28,7 +49,7 @@ const CHARTED = /^(weight_\d+|gamma_\d+|epsilon|prevalence_cc|prevalence)$/;
 const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea"];
 const AXIS_FONT = "12px system-ui, -apple-system, sans-serif";
 const INT_INCRS = [1, 2, 5].flatMap(m => [...Array(13).keys()].map(e => m * 10 ** e)).sort((a, b) => a - b);
-let running = false;         // a slow refresh must not overlap the next one
+const CHART_HEIGHT = 190;
 
 function esc(s) {
   return String(s).replace(/[&<>"']/g, c => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
@@ -39,6 +60,13 @@ function fmt(v, name) {
   if (COUNTS.has(name) || Number.isInteger(v)) return Math.round(v).toLocaleString("en-US");
   const a = Math.abs(v);
   return a < 1e-3 || a >= 1e5 ? v.toExponential(3) : v.toFixed(4);
+}
+
+function title(c, present, kind, xmode) {
+  let t = present.map(s => LABELS[s] || s).join(" and ");
+  if (present.includes("tracking_error") && kind === "apas") t += " (APAS eq. 13)";
+  t += xmode === "applied" ? " by events applied" : " over time";
+  return t[0].toUpperCase() + t.slice(1);
 }
 
 // Tick labels with as many digits as the tick spacing needs, so 4e-5 is not printed as 0.
@@ -57,6 +85,32 @@ function tickLabels(ticks, integer) {
   return ticks.map(v => v.toFixed(decimals));
 }
 
+// Time ticks in the page's local time, as short as the visible span allows: seconds under
+// ten minutes (their fraction when ticks are closer than a second: a burst), hours and
+// minutes within a day, the date (once per day) beyond. Ticks are at least TIME_SPACE
+// pixels apart, wider than the longest label, so labels never overlap.
+const TIME_SPACE = 100;
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+const two = n => String(n).padStart(2, "0");
+function timeLabels(self, ticks) {
+  const span = self.scales.x.max - self.scales.x.min;
+  const step = ticks.length > 1 ? ticks[1] - ticks[0] : 1;
+  const frac = step < 1 ? Math.min(3, Math.ceil(-Math.log10(step) - 1e-9)) : 0;
+  let day = null;
+  return ticks.map(s => {
+    const ms = Math.round(s * 1000);
+    const d = new Date(ms);
+    const hm = `${two(d.getHours())}:${two(d.getMinutes())}`;
+    if (frac) return `${hm}:${two(d.getSeconds())}.${String(ms % 1000).padStart(3, "0").slice(0, frac)}`;
+    if (span < 600) return `${hm}:${two(d.getSeconds())}`;
+    if (span < 86400) return hm;
+    const date = `${MONTHS[d.getMonth()]} ${d.getDate()}`;
+    const label = date === day ? hm : `${date} ${hm}`;
+    day = date;
+    return label;
+  });
+}
+
 // The y axis is as wide as its longest label (a fixed width clipped long ones).
 const measure = document.createElement("canvas").getContext("2d");
 function axisSize(self, values) {
@@ -66,26 +120,25 @@ function axisSize(self, values) {
   return Math.ceil(w) + 20;  // + tick marks (10) and gaps
 }
 
-function entry(id) {
-  let h = history.get(id);
-  if (!h) {
-    h = { t: [], series: Object.fromEntries(NAMES.map(n => [n, []])), loaded: 0 };
-    history.set(id, h);
-  }
-  return h;
+function fresh(id) {
+  return { id, t: [], v: [], applied: [], series: Object.fromEntries(NAMES.map(n => [n, []])), loaded: 0 };
 }
 
-function push(h, ts, get) {
-  if (h.t.length && ts <= h.t[h.t.length - 1]) return;  // keep time strictly increasing
+// Points in version order; one per checkpoint version.
+function push(h, ts, version, applied, get) {
+  const n = h.v.length;
+  if (n && (version <= h.v[n - 1] || ts <= h.t[n - 1])) return false;
   h.t.push(ts);
+  h.v.push(version);
+  h.applied.push(applied);
   for (const name of NAMES) {
-    const v = get(name);
+    const v = name === "applied" ? applied : get(name);
     h.series[name].push(v === undefined ? null : v);
   }
   if (h.t.length > MAX_POINTS) {
-    h.t.shift();
-    for (const s of Object.values(h.series)) s.shift();
+    for (const a of [h.t, h.v, h.applied, ...Object.values(h.series)]) a.shift();
   }
+  return true;
 }
 
 // With API keys configured the feed needs a `read` key: asked once, kept for this tab
@@ -102,17 +155,18 @@ function askKey(code) {
 }
 
 async function loadHistory(id) {
-  const h = entry(id);
+  const h = fresh(id);
   try {
-    const r = await fetch(`/v1/models/${encodeURIComponent(id)}/series`,
+    const r = await fetch(`/v1/models/${encodeURIComponent(id)}/series?checkpoints=true`,
                           { cache: "no-store", headers: keyHeaders() });
-    if (!r.ok) return h;  // an older API, or the model was just deleted: live points only
-    const body = await r.json();
-    for (const p of body.points) push(h, p.ts, n => (n in p.values ? p.values[n] : p[n]));
-    h.loaded = h.t.length;
+    if (r.ok) {  // else an older API, or the model was just deleted: live points only
+      const body = await r.json();
+      for (const p of body.points) push(h, p.ts, p.version, p.applied, n => p.values[n]);
+    }
   } catch (e) {
     console.warn("history of", id, e);
   }
+  h.loaded = h.t.length;
   return h;
 }
 
@@ -120,6 +174,73 @@ function live(m) {
   return n => (n in m.counters ? m.counters[n] : n in m.figures ? m.figures[n] : m.diagnostics[n]);
 }
 
+// ---- the picker ------------------------------------------------------------------------
+function matches(m, q, kind, state) {
+  if (kind && m.kind !== kind) return false;
+  if (state && m.status !== state) return false;
+  return !q || m.id.toLowerCase().includes(q) || m.kind.toLowerCase().includes(q);
+}
+
+function renderPicker() {
+  const kindSel = document.getElementById("kind");
+  const kinds = [...new Set(feed.map(m => m.kind))].sort();
+  const have = [...kindSel.options].slice(1).map(o => o.value);
+  if (kinds.join("\n") !== have.join("\n")) {
+    const keep = kindSel.value;
+    kindSel.innerHTML = `<option value="">every kind</option>` +
+      kinds.map(k => `<option value="${esc(k)}">${esc(k)}</option>`).join("");
+    kindSel.value = kinds.includes(keep) ? keep : "";
+  }
+  const q = document.getElementById("search").value.trim().toLowerCase();
+  const shown = feed.filter(m => matches(m, q, kindSel.value, document.getElementById("state").value));
+  document.getElementById("count").textContent = `${shown.length} of ${feed.length} models`;
+  const html = shown.map(m =>
+    `<li><button type="button" data-model="${esc(m.id)}" data-status="${esc(m.status)}"` +
+    `${m.id === selected ? ' class="selected" aria-current="true"' : ""}>` +
+    `<span class="dot ${esc(m.status)}" title="${esc(m.status)}"></span>` +
+    `<span class="id">${esc(m.id)}</span>` +
+    `<small>${esc(m.kind)} · ${fmt(m.counters.applied || 0, "applied")}</small></button></li>`).join("");
+  if (html !== listHtml) {
+    document.getElementById("list").innerHTML = html;
+    listHtml = html;
+  }
+  return shown;
+}
+
+document.getElementById("list").addEventListener("click", e => {
+  const b = e.target.closest("button[data-model]");
+  if (b) select(b.dataset.model);
+});
+for (const id of ["search", "kind", "state"])
+  document.getElementById(id).addEventListener("input", renderPicker);
+
+async function select(id) {
+  selected = id;
+  history = null;
+  history_replace(id);
+  for (const u of charts.values()) u.destroy();
+  charts.clear();
+  document.getElementById("models").innerHTML = "";
+  renderPicker();
+  const now = feed.find(x => x.id === id);
+  if (now) show(now);  // its figures at once, its charts once its past is loaded
+  const h = await loadHistory(id);
+  if (selected !== id) return;  // another pick while this one loaded
+  history = h;
+  const m = feed.find(x => x.id === id);
+  if (m) show(m);
+}
+
+function history_replace(id) {
+  window.history.replaceState(null, "", "#model=" + encodeURIComponent(id));
+}
+
+function fromHash() {
+  const m = /^#model=(.+)$/.exec(location.hash);
+  return m ? decodeURIComponent(m[1]) : null;
+}
+
+// ---- the selected model ---------------------------------------------------------------
 function section(m) {
   let el = document.getElementById("model-" + m.id);
   if (el) return el;
@@ -128,17 +249,29 @@ function section(m) {
   el.id = "model-" + m.id;
   el.innerHTML = `<h2></h2><div class="figures"></div><div class="charts"></div>` +
     `<div class="panels"><div class="weights"></div><div class="side"></div></div>`;
-  el.querySelector("h2").innerHTML = `${esc(m.id)} <small>${esc(m.kind)}</small>`;
+  document.getElementById("models").replaceChildren(el);
   return el;
 }
 
+function xdata(h, xmode) {
+  if (xmode !== "applied") return { x: h.t, keep: null };
+  // events applied only grow, except across a rollback that discarded: keep a rising run
+  const keep = [];
+  let last = -1;
+  h.applied.forEach((a, i) => { if (a > last) { keep.push(i); last = a; } });
+  return { x: keep.map(i => h.applied[i]), keep };
+}
+
 function draw(m, h, el) {
+  const xmode = document.getElementById("xaxis").value;
+  const { x, keep } = xdata(h, xmode);
+  const pick = a => (keep ? keep.map(i => a[i]) : a);
   for (const c of CHARTS) {
+    if (c.timeOnly && xmode === "applied") continue;  // events applied by events applied
     const present = c.series.filter(s => h.series[s].some(v => v !== null));
     if (!present.length || (c.requires && !c.requires.some(s => present.includes(s)))) continue;
-    const id = m.id + "/" + c.key;
-    const data = [h.t, ...present.map(s => h.series[s])];
-    let u = charts.get(id);
+    const data = [x, ...present.map(s => pick(h.series[s]))];
+    let u = charts.get(c.key);
     if (!u || u.series.length !== present.length + 1) {
       let box = u ? u.root.parentElement : null;
       if (u) u.destroy();
@@ -146,24 +279,56 @@ function draw(m, h, el) {
         box = document.createElement("div");
         box.className = "chart";
         box.dataset.chart = c.key;
-        box.innerHTML = `<h3>${c.title}</h3>`;
+        box.innerHTML = `<h3></h3>`;
         el.querySelector(".charts").appendChild(box);
       }
+      const text = title(c, present, m.kind, xmode);
+      box.querySelector("h3").textContent = text;
+      box.dataset.title = text;
       box.dataset.series = present.join(",");
+      box.dataset.x = xmode;
       u = new uPlot({
-        width: 340, height: 160, legend: { live: false },
-        padding: [8, 18, 0, 0],  // room for the last time label and the top tick label
-        series: [{}, ...present.map((s, i) => ({ label: s, stroke: COLORS[i % COLORS.length], width: 1.5 }))],
-        axes: [{}, { size: axisSize, font: AXIS_FONT, incrs: c.integer ? INT_INCRS : undefined,
-                     values: (self, ticks) => tickLabels(ticks, c.integer) }],
+        width: Math.max(280, box.clientWidth), height: CHART_HEIGHT,
+        legend: { show: present.length > 1, live: false },  // one series: the title names it
+        padding: [8, 24, 0, 0],  // room for the last time label and the top tick label
+        scales: { x: { time: xmode === "time" } },
+        series: [{ label: xmode === "time" ? "time" : "events applied" },
+                 ...present.map((s, i) => ({
+                   label: LABELS[s] || s, stroke: COLORS[i % COLORS.length], width: 1.5,
+                   spanGaps: true,
+                   // dots where points are sparse (a burst's checkpoints), a line alone else
+                   points: { show: u2 => u2.data[0].length <= 60, size: 5 },
+                 }))],
+        axes: [
+          xmode === "time"
+            ? { space: TIME_SPACE, font: AXIS_FONT, values: timeLabels }
+            : { space: 80, font: AXIS_FONT, values: (self, ticks) => tickLabels(ticks, true) },
+          { size: axisSize, font: AXIS_FONT, incrs: c.integer ? INT_INCRS : undefined,
+            values: (self, ticks) => tickLabels(ticks, c.integer) },
+        ],
       }, data, box);
-      charts.set(id, u);
+      charts.set(c.key, u);
     } else {
       u.setData(data);
     }
-    u.root.parentElement.dataset.points = String(h.t.length);
+    u.root.parentElement.dataset.points = String(x.length);
     u.root.parentElement.dataset.history = String(h.loaded);
   }
+}
+
+// Each expert of the ensemble by its memory 1/(1-gamma) = 1 + eta, in events: gammas near 1
+// printed with a fixed number of decimals collided (0.999999 twice); memories are printed
+// with as many significant digits as it takes to tell them all apart.
+function memory(v, digits) {
+  if (v < 1e5) return Math.round(v).toLocaleString("en-US");
+  return v.toPrecision(digits).replace(/\.?0+e/, "e").replace("e+", "e");
+}
+function gammaLabels(gammas) {
+  for (let digits = 3; digits <= 12; digits++) {
+    const labels = gammas.map(g => (g === 0 ? "γ = 0" : `memory ${memory(1 / (1 - g), digits)}`));
+    if (new Set(labels).size === labels.length) return labels;
+  }
+  return gammas.map(g => `γ = ${g}`);
 }
 
 function bars(title, rows) {
@@ -177,24 +342,36 @@ function bars(title, rows) {
 }
 
 function side(m, el) {
+  const badge = `<span class="badge ${esc(m.status)}">${esc(m.status)}</span>`;
+  el.querySelector("h2").innerHTML =
+    `${esc(m.id)} <small>${esc(m.kind)} · version ${fmt(m.version, "applied")}</small> ${badge}`;
   const rows = Object.entries(m.counters).concat(Object.entries(m.figures));
   el.querySelector(".figures").innerHTML =
     rows.map(([k, v]) => `<span data-name="${esc(k)}">${esc(k)} <b>${esc(fmt(v, k))}</b></span>`).join("");
   const blocks = [];
   if (m.holdings && m.holdings.length) blocks.push(bars("Top holdings", m.holdings));
-  const weights = Object.keys(m.diagnostics).filter(k => /^weight_\d+$/.test(k))
-    .sort((a, b) => Number(a.slice(7)) - Number(b.slice(7)))
-    .map(k => {
-      const g = m.diagnostics["gamma_" + k.slice(7)];
-      return [g === undefined ? k : `γ=${g.toFixed(g > 0.999 ? 6 : 3)}`, m.diagnostics[k]];
-    });
-  if (weights.length) blocks.push(bars("Ensemble weights over discount factors", weights));
+  const idx = Object.keys(m.diagnostics).filter(k => /^weight_\d+$/.test(k))
+    .map(k => Number(k.slice(7))).sort((a, b) => a - b);
+  if (idx.length) {
+    const gammas = idx.map(i => m.diagnostics["gamma_" + i]);
+    const labels = gammas.every(g => g !== undefined) ? gammaLabels(gammas) : idx.map(i => `weight_${i}`);
+    blocks.push(bars("Ensemble weights over discount factors γ (by memory 1/(1−γ), in events)",
+                     idx.map((i, j) => [labels[j], m.diagnostics["weight_" + i]])));
+  }
   el.querySelector(".weights").innerHTML = blocks.join("");
   const diag = Object.entries(m.diagnostics).filter(([k]) => !CHARTED.test(k));
   el.querySelector(".side").innerHTML = diag.length
     ? `<h3>Diagnostics (last step)</h3><div class="diag">` +
       diag.map(([k, v]) => `<span>${esc(k)} <b>${esc(fmt(v, k))}</b></span>`).join("") + `</div>`
     : "";
+}
+
+function show(m, ts) {
+  const el = section(m);
+  side(m, el);
+  if (!history || history.id !== m.id) return;  // its past is still loading
+  if (ts !== undefined && m.version > 0) push(history, ts, m.version, m.counters.applied || 0, live(m));
+  draw(m, history, el);
 }
 
 async function tick() {
@@ -206,20 +383,18 @@ async function tick() {
     if (r.status === 401 || r.status === 403) askKey(r.status);
     if (!r.ok) throw new Error(`HTTP ${r.status}`);
     const body = await r.json();
-    if (body.models.length) document.querySelector("#models .empty")?.remove();
-    const fresh = body.models.filter(m => !history.has(m.id));
-    await Promise.all(fresh.map(m => loadHistory(m.id)));
-    const main = document.getElementById("models");
-    body.models.forEach((m, i) => {  // in the server's order: the demo model first
-      const h = entry(m.id);
-      push(h, body.ts, live(m));
-      const el = section(m);
-      const at = main.querySelectorAll(":scope > section.model")[i];
-      if (at !== el) main.insertBefore(el, at || null);
-      side(m, el);
-      draw(m, h, el);
-    });
-    status.textContent = `updated ${new Date().toLocaleTimeString()} · ${body.models.length} model(s)`;
+    feed = body.models;
+    const shown = renderPicker();
+    if (!feed.some(m => m.id === selected)) {  // none yet, or the selected one was deleted
+      const want = fromHash();
+      const first = feed.find(m => m.id === want) || shown[0] || feed[0];
+      if (first) await select(first.id);
+      else document.getElementById("models").innerHTML =
+        `<p class="empty">No models yet. Create one with <code>POST /v1/models</code> or run <code>make up</code>.</p>`;
+    }
+    const m = feed.find(x => x.id === selected);
+    if (m) show(m, body.ts);
+    status.textContent = `updated ${new Date().toLocaleTimeString()} · ${feed.length} model(s)`;
     document.body.dataset.ticks = String(Number(document.body.dataset.ticks || 0) + 1);
   } catch (e) {
     status.textContent = `error: ${e.message}`;
@@ -234,4 +409,15 @@ function start() {
   timer = setInterval(tick, Number(document.getElementById("refresh").value));
 }
 document.getElementById("refresh").addEventListener("change", start);
+document.getElementById("xaxis").addEventListener("change", () => {
+  for (const u of charts.values()) u.root.parentElement.remove();
+  for (const u of charts.values()) u.destroy();
+  charts.clear();
+  const m = feed.find(x => x.id === selected);
+  if (m) show(m);
+});
+window.addEventListener("resize", () => {
+  for (const u of charts.values())
+    u.setSize({ width: Math.max(280, u.root.parentElement.clientWidth), height: CHART_HEIGHT });
+});
 start();
