@@ -113,24 +113,26 @@ def test_a_store_from_before_a_recreate_halts_that_model_not_its_partition(
     _send(client, BAD, "b", 10, rng)
     _wait(client, "the new incarnation learns", _applied(client, [BAD], 10), worker)
 
-    # Redis goes back to the snapshot: the old incarnation, its state before the new marker
+    # Redis goes back to the snapshot: the old incarnation, its state before the new marker.
+    # The running worker holds the new one; events the API now stamps with the restored
+    # (old) incarnation are not its, and the partition goes on
     _restore(settings, old)
-    _send(client, BAD, "c", 5, rng)  # its next write conflicts: the worker reloads it
+    _send(client, BAD, "c", 5, rng)
     for mid in OTHERS:
         _send(client, mid, "d", 10, rng)
     _wait(client, "the other models keep learning", _applied(client, OTHERS, 20), worker)
-    _wait(client, "the stale model halts", lambda: bool(_status(client, BAD)["halted"]), worker)
-    reason = _status(client, BAD)["halted"]
-    assert "older incarnation" in reason and "re-create" in reason, reason
-    assert "ERROR" in worker.log_text() and "older incarnation" in worker.log_text()
 
-    # also from a cold start (the audit's kill -9 and restart): replayed from the old stamp
+    # a cold start (the audit's kill -9 and restart) reloads the old incarnation from its
+    # stamp, before the new marker: the replay meets that marker
     worker.kill()
     worker.start()
     for mid in OTHERS:
         _send(client, mid, "e", 10, rng)
     _wait(client, "the others learn after a restart", _applied(client, OTHERS, 30), worker)
-    assert _status(client, BAD)["halted"]
+    _wait(client, "the stale model halts", lambda: bool(_status(client, BAD)["halted"]), worker)
+    reason = _status(client, BAD)["halted"]
+    assert "older incarnation" in reason and "re-create" in reason, reason
+    assert "ERROR" in worker.log_text() and "older incarnation" in worker.log_text()
 
     # the operator re-creates it: it learns again, from its new marker on
     assert client.delete(f"/v1/models/{BAD}").status_code == 204
