@@ -216,7 +216,11 @@ def check_truncated(
         home, marker = int(spec["origin"]["partition"]), spec["origin"]["event_id"]
         values = [v for p, v in history if p == home]
         start = next(i for i, v in enumerate(values) if events_of(v)[0].get("id") == marker)
-        ever = replay({**spec, "origin": {"offset": -1}}, list(enumerate(values[start + 1 :])))
+        # its records produced on another partition are forwarded home, whenever produced
+        foreign = [v for p, v in history if p != home]
+        ever = replay(
+            {**spec, "origin": {"offset": -1}}, list(enumerate(values[start + 1 :] + foreign))
+        )
         tp = TopicPartition(topic, home)
         held = [(r.offset, r.value or b"") for r in broker.records[tp]]
         now = min((e for _, e in expectations(spec, held)), key=lambda e: len(e.applied))
