@@ -14,6 +14,7 @@ budget still bound each process (docs/security.md, "Limits").
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import re
@@ -105,38 +106,45 @@ class RateLimiter:
         self._clock = clock
         self._skip_until = 0.0
         self._warned = -math.inf
+        # the storage's redis-py client is bound to the event loop that first used it:
+        # one per loop (tests drive one app from several loops), closed on its own loop
         self._storage: RedisStorage | None = None
         self._limiter: SlidingWindowCounterRateLimiter | None = None
-        if self.items:
-            uri, cls = _storage_uri(settings)
-            options: dict[str, Any] = {
-                "socket_timeout": REDIS_TIMEOUT_S,
-                "socket_connect_timeout": REDIS_TIMEOUT_S,
-            }
-            self._storage = cls(
-                uri,
-                implementation="redispy",
-                key_prefix=f"{settings.key_prefix}ratelimit",
-                **options,
-            )
-            self._limiter = SlidingWindowCounterRateLimiter(self._storage)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._uri, self._cls = _storage_uri(settings)
+        self._key_prefix = f"{settings.key_prefix}ratelimit"
 
     @property
     def enabled(self) -> bool:
-        return self._limiter is not None
+        return bool(self.items)
+
+    def _current(self) -> SlidingWindowCounterRateLimiter:
+        loop = asyncio.get_running_loop()
+        if self._limiter is None or self._loop is not loop:
+            self._storage = self._cls(
+                self._uri,
+                implementation="redispy",
+                key_prefix=self._key_prefix,
+                socket_timeout=REDIS_TIMEOUT_S,
+                socket_connect_timeout=REDIS_TIMEOUT_S,
+            )
+            self._limiter = SlidingWindowCounterRateLimiter(self._storage)
+            self._loop = loop
+        return self._limiter
 
     async def retry_after(self, scope: str, who: str) -> float | None:
         """None when the request may go on (and is counted), else the seconds to wait."""
         item = self.items.get(scope)
-        if item is None or self._limiter is None:
+        if item is None:
             return None
         now = self._clock()
         if now < self._skip_until:
             return None
         try:
-            if await self._limiter.hit(item, scope, who):
+            limiter = self._current()
+            if await limiter.hit(item, scope, who):
                 return None
-            reset = (await self._limiter.get_window_stats(item, scope, who)).reset_time
+            reset = (await limiter.get_window_stats(item, scope, who)).reset_time
         except Exception as exc:  # noqa: BLE001 - any storage failure: fail open, said once
             self._skip_until = now + SKIP_AFTER_FAILURE_S
             if now - self._warned >= WARN_EVERY_S:
@@ -151,7 +159,11 @@ class RateLimiter:
         return max(reset - time.time(), 0.0)
 
     async def aclose(self) -> None:
-        if self._storage is not None:
-            client = getattr(self._storage.bridge, "storage", None)
+        """Close the client of this loop's storage; one of another (finished) loop is
+        dropped: its connections cannot be closed from here."""
+        storage, loop = self._storage, self._loop
+        self._storage = self._limiter = self._loop = None
+        if storage is not None and loop is asyncio.get_running_loop():
+            client = getattr(storage.bridge, "storage", None)
             if client is not None:
                 await client.aclose()
