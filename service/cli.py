@@ -143,7 +143,13 @@ def up(
     the API first, then the workers learn to the end of the log, then the broker and Redis."""
     from pathlib import Path
 
-    from service.embedded.up import Stack, StackError, install_signal_handlers, redis_address
+    from service.embedded.up import (
+        Progress,
+        Stack,
+        StackError,
+        install_signal_handlers,
+        redis_address,
+    )
 
     if verbose:  # before the logging setup, and inherited by every child
         os.environ["ONLINEPREDICT_LOG_VERBOSE"] = "true"
@@ -191,7 +197,7 @@ def up(
     if demo:
         feeder = _start_demo(stack.settings, stack.stopping, rate)
         stack.before_drain.append(lambda: feeder.join(10))  # its last sends, then the drain
-    stack.run()
+    stack.run(on_tick=Progress(stack.settings).tick)
     if feeder is not None:
         feeder.join(10)
     typer.echo("onlinepredict stopped.")

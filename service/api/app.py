@@ -202,7 +202,10 @@ def serve(settings: Settings | None = None, **uvicorn_options_given: Any) -> Non
     fds = raise_fd_limit()  # slow clients must not starve new connections of descriptors
     if fds is not None and fds[0] != fds[1]:
         logger.info("open-files limit raised from %d to %d", *fds)
-    options = {"access_log": settings.log_verbose, **uvicorn_options(settings)}
+    # quiet unless verbose: no access line per request, no uvicorn lifecycle lines (its
+    # warnings and errors still show); the one line that matters is logged below
+    quiet = {} if settings.log_verbose else {"log_level": "warning"}
+    options = {"access_log": settings.log_verbose, **quiet, **uvicorn_options(settings)}
     config = uvicorn.Config(
         app, host=settings.api_host, port=settings.api_port, **{**options, **uvicorn_options_given}
     )
@@ -215,6 +218,7 @@ def serve(settings: Settings | None = None, **uvicorn_options_given: Any) -> Non
             f"onlinepredict api: cannot listen on {settings.api_host}:{settings.api_port}"
             " (address already in use?): set ONLINEPREDICT_API_PORT or stop what listens there"
         ) from None
+    logger.info("API listening on http://%s:%d", settings.api_host, sock.getsockname()[1])
     server = uvicorn.Server(config)
     try:
         server.run(sockets=[sock])

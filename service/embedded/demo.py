@@ -4,7 +4,9 @@ Creates the model ``sp500-tracker`` (kind ``apas``, or ``pa`` when APAS is not i
 and streams the panel through Kafka at a steady rate -- daily returns of the 20 stocks as
 ``x_t``, the index return as ``y_t`` -- while reporting the live tracking error and the
 current top holdings read back from the model's checkpoint in Redis. When the panel ends
-it starts over (new event ids), so the counters keep rising.
+it starts over (new event ids), so the counters keep rising. Another ``up --demo`` resumes
+where the last one stopped (the row after the last one the model learned, from its
+checkpoint's counts) rather than feeding the model the same rows again.
 """
 
 from __future__ import annotations
@@ -101,14 +103,25 @@ async def _create_once(
     return registry.home_partition(stored)
 
 
+async def resume_position(redis: RedisClient, keys: Keys) -> int:
+    """Rows of the demo stream the model has handled (learned or refused): where the next
+    feed starts. 0 before its first checkpoint."""
+    stored = await read_state(redis, keys, MODEL_ID)
+    if stored is None:
+        return 0
+    return stored.counters.applied + stored.counters.rejected
+
+
 async def run_demo(
     settings: Settings,
     stop: threading.Event,
     *,
     rate: float = 25.0,
     report: Callable[[Report], None] | None = None,
+    limit: int | None = None,
 ) -> int:
-    """Stream the panel at ``rate`` events/s until ``stop``; returns the events sent."""
+    """Stream the panel at ``rate`` events/s until ``stop``, from where the model's counts
+    say the last feed stopped (at most ``limit`` events); returns the events sent."""
     from aiokafka import AIOKafkaProducer
 
     tickers, X, y = panel()
@@ -122,8 +135,17 @@ async def run_demo(
     last_report = 0.0
     try:
         home = await _create_once(settings, redis, keys, producer, spec)
-        for epoch, t in _schedule(len(y)):
-            if stop.is_set():
+        start = await resume_position(redis, keys)
+        if start:
+            logger.info(
+                "the demo resumes after the %d rows %s has learned (panel row %d of %d)",
+                start,
+                MODEL_ID,
+                start % len(y),
+                len(y),
+            )
+        for epoch, t in _schedule(len(y), start):
+            if stop.is_set() or (limit is not None and sent >= limit):
                 break
             event = wire.example(MODEL_ID, f"demo-{run_id}-{epoch}-{t}", X[t].tolist(), float(y[t]))
             key, value = wire.encode(event)
@@ -133,7 +155,7 @@ async def run_demo(
             if report is not None and now - last_report >= REPORT_EVERY_S:
                 last_report = now
                 try:
-                    rep = await read_report(redis, keys, tickers, sent)
+                    rep = await read_report(redis, keys, tickers, start + sent)
                 except Exception as exc:  # a report must never stop the feed
                     logger.debug("demo report failed: %s", exc)
                     rep = None
@@ -147,9 +169,10 @@ async def run_demo(
     return sent
 
 
-def _schedule(n: int) -> Iterator[tuple[int, int]]:
-    epoch = 0
+def _schedule(n: int, start: int = 0) -> Iterator[tuple[int, int]]:
+    """(epoch, row) from the ``start``-th row of the endless stream on."""
+    epoch, first = divmod(start, n)
     while True:
-        for t in range(n):
+        for t in range(first, n):
             yield epoch, t
-        epoch += 1
+        epoch, first = epoch + 1, 0

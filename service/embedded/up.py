@@ -518,6 +518,67 @@ class Stack:
             self.down()
 
 
+PROGRESS_EVERY_S = 30.0  # one console line per period, and only when a model learned
+PROGRESS_TOP = 5  # the models named in it (the fastest learners of the period)
+
+
+async def applied_counts(settings: Settings) -> dict[str, int]:
+    """Every model's applied count (0 before its first checkpoint)."""
+    keys = Keys(settings.key_prefix)
+    redis = redis_client(settings, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        ids = sorted(
+            m.decode() if isinstance(m, bytes) else m for m in await redis.smembers(keys.models())
+        )
+        counts = {}
+        for model in ids:
+            raw = await redis.hget(keys.state(model), "applied")  # type: ignore[misc]
+            counts[model] = int(raw or 0)
+        return counts
+    finally:
+        await redis.aclose()
+
+
+@dataclass
+class Progress:
+    """Now and then one line of what the models learned since the last one; nothing when
+    nothing moved (an idle `up` stays quiet)."""
+
+    settings: Settings
+    every_s: float = PROGRESS_EVERY_S
+    last: dict[str, int] | None = None
+    next_at: float = 0.0
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if now < self.next_at:
+            return
+        self.next_at = now + self.every_s
+        try:
+            counts = asyncio.run(applied_counts(self.settings))
+        except Exception as exc:  # Redis away: the workers warn about it themselves
+            logger.debug("progress not read: %s", exc)
+            return
+        if self.last is None:
+            self.last = counts
+            return
+        moved = {m: n - self.last.get(m, 0) for m, n in counts.items() if n != self.last.get(m, 0)}
+        self.last = counts
+        if not moved:
+            return
+        top = sorted(moved.items(), key=lambda kv: -kv[1])[:PROGRESS_TOP]
+        named = ", ".join(f"{m} +{d:,} ({counts[m]:,})" for m, d in top)
+        more = f", {len(moved) - len(top)} more" if len(moved) > len(top) else ""
+        logger.info(
+            "progress: %d model(s) learned %s events in %.0f s: %s%s",
+            len(moved),
+            f"{sum(moved.values()):,}",
+            self.every_s,
+            named,
+            more,
+        )
+
+
 def _port_free(port: int) -> bool:
     import socket
 
