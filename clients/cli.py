@@ -17,6 +17,8 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from clients._cliutil import (
@@ -106,13 +108,23 @@ def models_list(
     if opts.as_json:
         _print_json(list(models))
         return
-    table = Table("id", "kind", "dim", "task", "version", "applied", "last update")
+    table = Table()
+    # the id whole, never cut with an ellipsis at 80 columns (issue 34): on a terminal too
+    # narrow for it, it folds onto the next line; into a pipe, a line per model as wide
+    # as it needs (a grep or a script sees every id whole)
+    table.add_column("id", overflow="fold")
+    for header in ("kind", "dim", "task", "version", "applied", "last update"):
+        table.add_column(header)
     for m in models:
         when = _when(m.updated_at)
         table.add_row(
             m.id, m.kind, str(m.dim), _fmt(m.task), _fmt(m.version), _fmt(m.applied), when
         )
-    out.print(table)
+    if out.is_terminal:
+        out.print(table)
+        return
+    wide = Measurement.get(out, out.options.update(width=100_000), table).maximum
+    Console(file=out.file, width=max(out.width, wide), highlight=False).print(table)
 
 
 @models_app.command("show")
@@ -143,10 +155,14 @@ def models_show(
         ("duplicate", info.duplicate),
         ("rejected", info.rejected),
         *([("HALTED", info.halted)] if info.halted else []),
-        *summary.items(),
+        # the figures without the counts already shown above (events = applied, ...)
+        *((k, v) for k, v in summary.items() if k not in SHOWN_AS_COUNTS),
     ):
         table.add_row(f"[bold]{key}[/bold]", _fmt(value))
     out.print(table)
+
+
+SHOWN_AS_COUNTS = ("events", "duplicates", "rejected")  # `models show` prints them as counts
 
 
 def _when(ts: float | None) -> str:

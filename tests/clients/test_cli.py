@@ -114,6 +114,29 @@ def test_models_create_list_show_delete(cli_env: dict[str, str], tmp_path: Any) 
     assert gone.returncode == 1 and "404" in gone.stderr and model in gone.stderr
 
 
+def test_models_list_shows_long_ids_whole_and_show_says_each_field_once(
+    cli_env: dict[str, str],
+) -> None:
+    """Into a pipe (80 columns by default) `models list` used to cut ids with an ellipsis,
+    and `models show` printed the counts twice (as counts and again as figures)."""
+    model = _id("cli-a-rather-long-model-id-that-is-wider-than-the-id-column-of-an-80-col-table")
+    env = {k: v for k, v in cli_env.items() if k != "COLUMNS"}
+    assert cli("models", "create", model, "-k", "pa", "-d", "2", env=env).returncode == 0
+    try:
+        listed = cli("models", "list", env=env)
+        assert listed.returncode == 0, listed.stderr
+        assert any(model in ln for ln in listed.stdout.splitlines()), listed.stdout
+        shown = cli("models", "show", model, env=env)
+        assert shown.returncode == 0, shown.stderr
+        keys = [ln.split()[0] for ln in shown.stdout.splitlines() if ln.strip()]
+        assert len(keys) == len(set(keys)), shown.stdout
+        for counted in ("applied", "duplicate", "rejected"):
+            assert counted in keys, shown.stdout
+        assert "events" not in keys and "duplicates" not in keys, shown.stdout
+    finally:
+        cli("models", "delete", model, "--yes", env=env)
+
+
 def test_models_create_from_a_yaml_file(cli_env: dict[str, str], tmp_path: Any) -> None:
     model = _id("cli-yaml")
     spec = tmp_path / "spec.yaml"
