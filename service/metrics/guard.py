@@ -90,22 +90,24 @@ class ScaleGuard:
         if self.x and x.shape == (self.dim,):
             a = np.abs(x)
             nz = a > 0.0
-            if nz.any():
-                lg = np.zeros(self.dim)
-                np.log10(a, out=lg, where=nz)
-                if not np.isfinite(lg).all():
-                    return  # NaN / inf: the learner's refusal, with its own message
+            lg = np.zeros(self.dim)  # log10|v|, 0 for a zero (no scale: never refused)
+            np.log10(a, out=lg, where=nz)
+            if not np.isfinite(lg).all():
+                return  # NaN / inf: the learner's refusal, with its own message
+            if self.lcount.min() >= WARMUP:  # the usual: every column has its scale
+                limit = np.minimum(_LA, _LF + np.maximum(0.0, self.lsum / self.lcount))
+            else:
                 limit = self._limits(self.lsum, self.lcount)
-                over = nz & (lg > limit)
-                if over.any():
-                    j = int(np.argmax(over))
-                    why = self._why(f"x[{j}]", float(x[j]), self.lsum[j], self.lcount[j])
-                    raise Refused(why)
-                self._check_y(ly)
-                self.lsum = self.lsum + lg
-                self.lcount = self.lcount + nz
-                self._add_y(ly)
-                return
+            over = lg > limit  # a zero's 0 is below every limit (>= 6)
+            if over.any():
+                j = int(np.argmax(over))
+                why = self._why(f"x[{j}]", float(x[j]), self.lsum[j], self.lcount[j])
+                raise Refused(why)
+            self._check_y(ly)
+            self.lsum = self.lsum + lg
+            self.lcount = self.lcount + nz
+            self._add_y(ly)
+            return
         self._check_y(ly)
         self._add_y(ly)
 
@@ -157,8 +159,8 @@ class ScaleGuard:
 
     # ---- a block ---------------------------------------------------------------------------
     def admit_many(self, X: np.ndarray, ys: list[Any]) -> None:
-        """``admit`` for each row in order, all or nothing: raises :class:`Refused` at the
-        first row refused (nothing changed: the caller decides the rows one by one)."""
+        """``admit`` for each row in order, all or nothing: raises :class:`Refused` when a
+        row is refused (nothing changed: the caller decides the rows one by one)."""
         k = len(ys)
         if not k:
             return
@@ -169,7 +171,6 @@ class ScaleGuard:
             return
         step = max(1, _CELLS // max(1, self.dim))
         lsum, lcount = self.lsum, self.lcount
-        ysum, ycount = self.ysum, self.ycount
         for at in range(0, k, step):
             block = X[at : at + step]
             a = np.abs(block)
@@ -181,23 +182,19 @@ class ScaleGuard:
             # the sums before each row, accumulated one row after the other
             sums = np.add.accumulate(np.vstack([lsum, lg]), axis=0)
             counts = np.add.accumulate(np.vstack([lcount, nz.astype(np.float64)]), axis=0)
-            for i in range(len(block)):  # the usual block passes at the first comparison
-                s, c = sums[i], counts[i]
-                if c.min() >= WARMUP:  # every column has its own scale: one comparison
-                    bad = nz[i] & (lg[i] > np.minimum(_LA, _LF + np.maximum(0.0, s / c)))
-                else:
-                    bad = nz[i] & (lg[i] > self._limits(s, c))
-                if bad.any():
-                    raise Refused("scale", at + i)
-                if lys is not None:
-                    ly = lys[at + i]
-                    if ly is not None:
-                        if ly > _label_limit(ysum, ycount):
-                            raise Refused("scale", at + i)
-                        ysum += ly
-                        ycount += 1
+            if counts[0].min() >= WARMUP:  # every column has its scale (counts only grow):
+                # every row at once; a zero's log (0) is below every limit (>= 6)
+                limit = np.minimum(_LA, _LF + np.maximum(0.0, sums[:-1] / counts[:-1]))
+                if (lg > limit).any():
+                    raise Refused("scale", at)
+            else:  # a model's first rows: row by row, as ``admit`` decides them
+                for i in range(len(block)):
+                    if (nz[i] & (lg[i] > self._limits(sums[i], counts[i]))).any():
+                        raise Refused("scale", at + i)
             lsum, lcount = sums[-1].copy(), counts[-1].copy()
-        self.lsum, self.lcount, self.ysum, self.ycount = lsum, lcount, ysum, ycount
+        if lys is not None:
+            self._admit_labels(lys)  # raises before changing anything
+        self.lsum, self.lcount = lsum, lcount
 
     def _admit_labels(self, lys: list[float | None]) -> None:
         ysum, ycount = self.ysum, self.ycount
