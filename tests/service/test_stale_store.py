@@ -144,3 +144,68 @@ def test_a_store_from_before_a_recreate_halts_that_model_not_its_partition(
     _wait(client, "and the others", _applied(client, OTHERS, 40), worker)
     assert _status(client, BAD)["halted"] is None
     assert worker.log_text().count("reloaded at version") < 10  # no reload loop
+
+
+async def test_a_store_restart_from_before_a_recreate_halts_the_model_at_the_epoch_check() -> None:
+    """The same hole through the other door, on the memory ports: Redis restarts from a
+    snapshot taken before the delete + re-create (a new store epoch) while the worker holds
+    the new incarnation and the model gets no more events. The epoch check reloads it and
+    finds an incarnation older than the one it held: that model halts, the other one on
+    its partition keeps learning, and re-creating it ends the halt."""
+    from clients import wire
+    from service.store.registry import created_marker, with_origin
+    from service.worker.adapters.memory_log import MemoryBroker, MemoryLog
+    from service.worker.adapters.memory_store import MemoryStore
+    from service.worker.loop import Worker, take
+    from tests.service.test_worker_ports import P0, P1, TOPIC, _run, _settings
+
+    now = [0.0]
+    settings = _settings(commit_interval_s=10.0, commit_every=1000)
+    broker = MemoryBroker({TOPIC: 2})
+    store = MemoryStore(worker_id="sim", history_keep=50, seen_keep=100)
+
+    def create(model: str, incarnation: str) -> None:  # as POST /v1/models does
+        marker = wire.encode_value(created_marker(model, incarnation))
+        rec = broker.append(TOPIC, marker, model.encode(), 0)
+        spec = {"id": model, "kind": "pa", "dim": 2, "params": {}}
+        store.create(with_origin(spec, incarnation, 0, rec.offset), topic=TOPIC)
+
+    def send(model: str, prefix: str, n: int) -> None:  # all on partition 0
+        for i in range(n):
+            ev = wire.example(model, f"{prefix}{i}", [1.0, float(i % 5)], float(i % 3), ts=0.0)
+            broker.append(TOPIC, wire.encode_value(ev), model.encode(), 0)
+
+    create("a", "A")
+    create("b", "B1")
+    log = MemoryLog(broker)
+    worker = Worker(settings, log, store, worker_id="sim", clock=lambda: now[0])
+    await log.start()
+    await log.subscribe(TOPIC, worker.rebalance)
+    await log.rebalance([P0, P1])
+    send("a", "a", 5)
+    send("b", "b", 5)
+    await _run(worker, log)
+    snapshot = (dict(store.specs), dict(store.states), dict(store.seen), dict(store.histories))
+    store.delete("a")
+    create("a", "A2")
+    send("a", "n", 4)
+    await _run(worker, log)
+    assert store.states["a"].counters.applied == 4 and worker.models["a"].incarnation == "A2"
+    # Redis comes back from the snapshot: "a" is the deleted incarnation again
+    store.specs, store.states, store.seen, store.histories = (dict(t) for t in snapshot)
+    store.run += 1
+    now[0] += settings.commit_interval_s
+    await take(worker, {}, worker.assignment.generation)  # an empty poll: the store check
+    send("b", "c", 5)
+    await _run(worker, log)
+    halted = store.halted.get("a")
+    assert halted and "older incarnation" in halted, halted
+    assert worker.models["a"].halted == halted
+    assert store.states["b"].counters.applied == 10  # its partition went on
+    # the operator re-creates it: the new marker ends the halt
+    store.delete("a")
+    create("a", "A3")
+    send("a", "z", 3)
+    await _run(worker, log)
+    assert worker.models["a"].halted is None and store.states["a"].counters.applied == 3
+    assert "a" not in store.halted
