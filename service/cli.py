@@ -129,6 +129,15 @@ def up(
             "(in memory: their data is gone when up stops)."
         ),
     ] = False,
+    durable: Annotated[
+        bool,
+        typer.Option(
+            "--durable",
+            help="Keep the broker's log on disk (tansu's s3 engine on a local S3 server, "
+            "under the data directory beside Redis's append-only file): what was answered "
+            "202 survives a SIGKILL of every process. Slower to consume (docs/reliability.md).",
+        ),
+    ] = False,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -161,6 +170,7 @@ def up(
         log_dir=Path(log_dir) if log_dir else None,
         observe=observe,
         redis_cluster=redis_cluster,
+        durable=durable,
     )
     install_signal_handlers(stack)
     try:

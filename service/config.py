@@ -79,6 +79,10 @@ class Settings(BaseSettings):
     max_poll_records: int = Field(default=8000, ge=1)
     # a dead worker's partitions move to the others after this long
     consumer_session_timeout_ms: int = Field(default=10_000, ge=1000)
+    # how long the broker may hold a worker's fetch that finds nothing new: short on the
+    # in-memory log (service/worker/adapters/kafka_log.py says why); tansu's s3 engine
+    # (`up --durable`) stalls below ~100 ms, so `up --durable` gives its workers 250
+    fetch_max_wait_ms: int = Field(default=20, ge=1, le=60_000)
     # recent event ids per model kept for dedupe; at most 10M: their blob (16 bytes per id,
     # up to 1.25x between trims) stays under Redis's 512 MB limit for one value
     seen_ids_keep: int = Field(default=10_000, ge=0, le=10_000_000)

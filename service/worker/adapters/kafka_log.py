@@ -29,7 +29,8 @@ HEARTBEAT_MS = 1_000
 # flight per broker and leaves out partitions whose records are still buffered, so while a
 # batch is being learned the next fetch asks only for the idle partitions and the broker
 # holds it for this long before the busy partition can be fetched again. At the default
-# (500 ms) a worker with one busy partition of four sat idle 60% of the time.
+# (500 ms) a worker with one busy partition of four sat idle 60% of the time. The default
+# of ONLINEPREDICT_FETCH_MAX_WAIT_MS (tansu's s3 engine stalls at it: `up --durable` uses 250).
 FETCH_MAX_WAIT_MS = 20
 PROBE_TIMEOUT_MS = 2000
 PROBE_SLICE_MS = 50
@@ -70,7 +71,7 @@ class KafkaLog:
             max_poll_records=settings.max_poll_records,
             session_timeout_ms=settings.consumer_session_timeout_ms,
             heartbeat_interval_ms=min(HEARTBEAT_MS, settings.consumer_session_timeout_ms // 3),
-            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
+            fetch_max_wait_ms=settings.fetch_max_wait_ms,
             client_id=client_id,
             **kafka,
         )
@@ -79,7 +80,7 @@ class KafkaLog:
             enable_auto_commit=False,
             group_id=None,
             auto_offset_reset="none",
-            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,  # an empty answer comes back at once
+            fetch_max_wait_ms=settings.fetch_max_wait_ms,  # an empty answer comes back at once
             # it keeps one record per read; unpacking a whole fetch cost the worker a quarter
             # of its CPU before each checkpoint (benchmarks/README.md, "peers")
             max_poll_records=1,
