@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,8 +32,10 @@ import numpy as np
 import pytest
 
 from service.embedded import free_port
+from service.store.series import SeriesPoint, append_points
 from tests._procs import terminate
 from tests.e2e._live import Cdp, start_chromium
+from tests.service._api_helpers import redis_call
 from tests.service.conftest import ROOT, WorkerProcess, settings_env, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.service]
@@ -45,6 +48,7 @@ DIM = 3  # dvaw-ensemble's default grid at d = 3 has gammas 0.9999993 and 0.9999
 BURST = 300  # events per fed model, in REQUESTS requests (one record, a frame, each)
 REQUESTS = 6
 FED = {"m000-pa", "m001-arow", "m002-dvaw-ensemble", "m003-nemsis"}
+OLD, OLD_POINTS = "m005-pa", 40  # a series spread over three days (time labels with dates)
 
 
 def model_ids() -> list[str]:
@@ -62,6 +66,7 @@ def burst(model: str, rng: np.random.Generator) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def api_url(make_settings: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The API's URL, after 100 models, FED's bursts learned and OLD's three days of past."""
     log_dir = tmp_path_factory.mktemp("dashboard")
     # a batch per record and a checkpoint per batch: a burst passes through several
     # versions within a second or two, between two of the API's samples (5 s, the default)
@@ -94,9 +99,27 @@ def api_url(make_settings: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
                 return all((g.get("status") or {}).get("applied") == BURST for g in got)
 
             wait_for(learned, 60, "the worker to learn every burst")
+            redis_call(settings, _three_days)
             yield url
     finally:
         terminate(api, 20)
+
+
+async def _three_days(redis: Any, keys: Any) -> None:
+    """OLD's series as the API's sampler would have stored it over three days."""
+    start = time.time() - 3 * 86400
+    points = [
+        SeriesPoint(
+            ts=start + i * 3 * 86400 / OLD_POINTS,
+            version=i + 1,
+            applied=100 * (i + 1),
+            duplicate=0,
+            rejected=0,
+            values={"cumulative_loss": float(i), "rmse": 1.0 / (i + 1)},
+        )
+        for i in range(OLD_POINTS)
+    ]
+    await append_points(redis, keys, [(OLD, p) for p in points], OLD_POINTS)
 
 
 async def _populate(url: str) -> None:
@@ -151,6 +174,36 @@ DETAIL = """(() => {
            head: s.querySelector('h2').textContent };
 })()"""
 
+# each chart's x tick labels as drawn: [text, centre in CSS px, width in CSS px]
+TICKS = """(() => {
+  const ctx = document.createElement('canvas').getContext('2d'), out = {};
+  for (const [key, u] of window.dashboardCharts) {
+    const a = u.axes[0];
+    ctx.font = a.font[0];
+    out[key] = { scale: [u.scales.x.min, u.scales.x.max, u.bbox.width / devicePixelRatio],
+      labels: (a._values || []).map((v, i) => [v, u.valToPos(a._splits[i], 'x')])
+        .filter(t => t[0] !== null)
+        .map(([v, x]) => [String(v), x, ctx.measureText(String(v)).width / devicePixelRatio]) };
+  }
+  return out;
+})()"""
+
+
+def readable(ticks: dict[str, dict[str, Any]]) -> None:
+    """Every chart has x labels (one, when a burst spans a fraction of a second), each
+    printed once and as precise as the tick step, none overlapping the next."""
+    assert ticks
+    for key, axis in ticks.items():
+        labels = axis["labels"]
+        texts = [t[0] for t in labels]
+        assert texts and len(set(texts)) == len(texts), (key, axis)
+        lo, hi, _ = axis["scale"]
+        if hi - lo < 1:  # within a second: the labels say which fraction of it
+            assert all(re.fullmatch(r"\d\d:\d\d:\d\d\.\d{1,3}", t) for t in texts), (key, axis)
+        for (_, x0, w0), (_, x1, w1) in zip(labels, labels[1:], strict=False):
+            assert x1 - x0 > (w0 + w1) / 2 + 4, (key, axis)  # 4 px between labels at least
+
+
 # each series' words in its chart's title (dashboard.js LABELS)
 WORDS = {
     "cumulative_regret": "regret",
@@ -190,7 +243,7 @@ def test_dashboard_with_100_models(api_url: str, tmp_path: Path) -> None:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
-    picker, filtered, ensemble, by_applied, others, png = res
+    picker, filtered, ensemble, by_applied, others, ticks, png = res
     # the picker: every model, the demo first then by id (no demo here)
     assert picker["count"] == f"{MODELS} of {MODELS} models"
     assert [i[0] for i in picker["items"]] == model_ids()
@@ -231,6 +284,12 @@ def test_dashboard_with_100_models(api_url: str, tmp_path: Path) -> None:
     assert arow["charts"]["error"]["title"] == "Error rate over time"
     assert "te" not in arow["charts"] and "regret" not in arow["charts"]
     assert nemsis["charts"]["error"]["history"] >= 3
+    # readable time axes: a burst's sub-second ticks, and three days with the dates
+    (tmp_path / "three-days.png").write_bytes(base64.b64decode(ticks.pop("days_png")))
+    readable(ticks["burst"])
+    readable(ticks["days"])
+    days = [t[0] for t in ticks["days"]["loss"]["labels"]]
+    assert any(re.match(r"[A-Z][a-z]{2} \d{1,2} \d\d:\d\d$", d) for d in days), days
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
     (tmp_path / "dashboard.png").write_bytes(png)
     if os.environ.get("ONLINEPREDICT_SCREENSHOT") == "1":
@@ -307,6 +366,16 @@ async def _drive(ws_url: str, url: str) -> tuple[Any, ...]:
                     f"{mid}'s charts",
                 )
             )
+        ticks = {"burst": await cdp.evaluate(TICKS)}  # m003-nemsis: fed in one burst
+        await cdp.evaluate(f"document.querySelector('[data-model=\"{OLD}\"]').click()")
+        await until(
+            DETAIL,
+            lambda s: s["id"] == OLD and s["charts"].get("loss", {}).get("points") == OLD_POINTS,
+            "three days of one model",
+        )
+        ticks["days"] = await cdp.evaluate(TICKS)
+        days = await cdp.call("Page.captureScreenshot", format="png")
+        ticks["days_png"] = days["data"]  # kept beside the test's other files, to look at
         # the screenshot: the ensemble over time, its weights and the picker
         await cdp.evaluate("document.querySelector('[data-model=\"m002-dvaw-ensemble\"]').click()")
         await until(
@@ -315,4 +384,5 @@ async def _drive(ws_url: str, url: str) -> tuple[Any, ...]:
             "the ensemble again",
         )
         shot = await cdp.call("Page.captureScreenshot", format="png")
-        return picker, filtered, ensemble, by_applied, others, base64.b64decode(shot["data"])
+        png = base64.b64decode(shot["data"])
+        return picker, filtered, ensemble, by_applied, others, ticks, png

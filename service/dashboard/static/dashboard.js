@@ -7,6 +7,7 @@
 "use strict";
 const MAX_POINTS = 1500;     // the server keeps 720 by default; room for live points after it
 const charts = new Map();    // chart key -> uPlot instance, of the selected model only
+window.dashboardCharts = charts;  // for the console and the headless test (its tick labels)
 let history = null;          // the selected model's points: {id, t, v, applied, series, loaded}
 let feed = [];               // the last feed's models
 let selected = null;         // the selected model's id
@@ -87,14 +88,21 @@ function tickLabels(ticks, integer) {
 
 // Time ticks in the page's local time, as short as the visible span allows: seconds under
 // ten minutes (their fraction when ticks are closer than a second: a burst), hours and
-// minutes within a day, the date (once per day) beyond. Ticks are at least TIME_SPACE
-// pixels apart, wider than the longest label, so labels never overlap.
-const TIME_SPACE = 100;
+// minutes within a day, the date (once per day) beyond. Ticks are further apart than the
+// widest label of their span, so labels never overlap.
+// uPlot's own steps jump from 1 s to 5 s: a 4 s burst got a single tick
+const M = 60, H = 3600, D = 86400;
+const TIME_INCRS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30,
+  M, 2 * M, 5 * M, 10 * M, 15 * M, 30 * M, H, 2 * H, 3 * H, 6 * H, 12 * H, D, 2 * D, 7 * D, 14 * D, 28 * D];
+function timeSpace(self, axis, min, max) {
+  const span = max - min;
+  return span < 10 ? 85 : span < 600 ? 75 : span < 86400 ? 60 : 110;
+}
 const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 const two = n => String(n).padStart(2, "0");
-function timeLabels(self, ticks) {
+function timeLabels(self, ticks, axis, space, incr) {
   const span = self.scales.x.max - self.scales.x.min;
-  const step = ticks.length > 1 ? ticks[1] - ticks[0] : 1;
+  const step = incr || (ticks.length > 1 ? ticks[1] - ticks[0] : 1);  // one tick has a step too
   const frac = step < 1 ? Math.min(3, Math.ceil(-Math.log10(step) - 1e-9)) : 0;
   let day = null;
   return ticks.map(s => {
@@ -301,7 +309,7 @@ function draw(m, h, el) {
                  }))],
         axes: [
           xmode === "time"
-            ? { space: TIME_SPACE, font: AXIS_FONT, values: timeLabels }
+            ? { space: timeSpace, incrs: TIME_INCRS, font: AXIS_FONT, values: timeLabels }
             : { space: 80, font: AXIS_FONT, values: (self, ticks) => tickLabels(ticks, true) },
           { size: axisSize, font: AXIS_FONT, incrs: c.integer ? INT_INCRS : undefined,
             values: (self, ticks) => tickLabels(ticks, c.integer) },
