@@ -7,6 +7,7 @@ project's marker. Real broker, Redis and processes."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -14,14 +15,16 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import redis as redis_lib
 
 from service.config import Settings
-from service.embedded import free_port, start_broker, start_redis
+from service.embedded import free_port, redis_answers, start_broker, start_redis
 from service.embedded.topics import ensure_topics_sync
-from service.embedded.up import Stack, broker_is_ours, marker_key
-from tests.service.conftest import ROOT
+from service.embedded.up import Stack, broker_is_ours, marker_key, port_bindable
+from tests._wait import wait_for
+from tests.service.conftest import ROOT, port_open
 
 EXIT_S = 60.0  # bounds a hang only (the bug was an 11-minute hang)
 
@@ -164,3 +167,54 @@ def test_up_leaves_a_foreign_redis_and_broker_alone_and_adopts_its_own(
         stack.down()
         theirs_broker.stop()
         theirs_redis.stop()
+
+
+@pytest.mark.service
+@pytest.mark.slow
+def test_up_with_no_redis_url_set_leaves_the_redis_on_6379_alone(
+    kafka_bootstrap, key_prefix, tmp_path: Path
+) -> None:
+    """End to end at the real default address: whatever Redis answers on 6379 (this
+    machine's, or one started here as the stranger) is not used when ONLINEPREDICT_REDIS_URL
+    is not set and it has no marker under our prefix; ``up`` starts its own and says so."""
+    stranger = None
+    if not redis_answers("127.0.0.1", 6379):
+        if not port_bindable("127.0.0.1", 6379):
+            pytest.skip("something that is not Redis listens on 6379")
+        stranger = start_redis(port=6379)
+    prefix = f"{key_prefix}up6379-{uuid.uuid4().hex[:6]}:"
+    aport = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "up", "--workers", "1"],
+        cwd=ROOT,
+        env=_env(
+            XDG_DATA_HOME=str(tmp_path / "data"),
+            ONLINEPREDICT_KAFKA_BOOTSTRAP=kafka_bootstrap,
+            ONLINEPREDICT_API_PORT=str(aport),
+            ONLINEPREDICT_METRICS_PORT="0",
+            ONLINEPREDICT_KEY_PREFIX=prefix,
+            ONLINEPREDICT_EVENTS_TOPIC=f"optest.up6379.{uuid.uuid4().hex[:6]}",
+            ONLINEPREDICT_CONSUMER_GROUP=f"optest-up6379-{uuid.uuid4().hex[:6]}",
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for(lambda: port_open(aport) or proc.poll() is not None, EXIT_S, "up to listen")
+        made = httpx.post(
+            f"http://127.0.0.1:{aport}/v1/models", json={"id": "m6379", "kind": "pa", "dim": 2}
+        )
+        assert made.status_code == 201, made.text
+    finally:
+        proc.send_signal(signal.SIGINT)  # as Ctrl-C
+        out = proc.communicate(timeout=120)[0].decode(errors="replace")
+        try:
+            with redis_lib.Redis(port=6379, socket_timeout=2) as r:
+                written = list(r.scan_iter(match=f"{prefix}*", count=1000))
+        except redis_lib.RedisError:  # a password we do not have: our output must say it
+            written = []
+        if stranger is not None:
+            stranger.stop()
+    assert proc.returncode == 0, out[-3000:]
+    assert "a Redis at 127.0.0.1:6379 has no" in out and "started our own on" in out, out[-3000:]
+    assert written == [], written  # not one key of ours in the stranger's Redis
