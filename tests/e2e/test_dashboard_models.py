@@ -38,7 +38,7 @@ from tests.e2e._live import Cdp, start_chromium
 from tests.service._api_helpers import redis_call
 from tests.service.conftest import ROOT, WorkerProcess, settings_env, wait_for
 
-pytestmark = [pytest.mark.e2e, pytest.mark.service]
+pytestmark = [pytest.mark.e2e, pytest.mark.service, pytest.mark.slow]
 
 SCREENSHOT = ROOT / "docs" / "dashboard.png"
 WAIT_S = 30.0  # bounds a hang, not a timing assertion

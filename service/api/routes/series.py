@@ -5,7 +5,8 @@ passes through several versions between two samples, which only its history hold
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+from dataclasses import dataclass, replace
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -16,7 +17,6 @@ from service.api.routes._common import errors
 from service.api.schemas import SeriesOut, SeriesPointOut
 from service.api.security import ReadKey
 from service.metrics.running import RunningStats
-from service.store.checkpoints import read_history
 from service.store.connect import RedisClient
 from service.store.keys import Keys
 from service.store.series import SeriesPoint, pick_values, read_series
@@ -90,14 +90,14 @@ async def _with_checkpoints(
     """``points`` plus a point per kept checkpoint version absent from them, by version; a
     sampled version that is kept is moved to its checkpoint's write time (the sample was
     taken up to ``interval_s`` later: drawn there, a burst's end would look slow)."""
-    kept = await read_history(redis, keys, model)
+    kept = await _read_kept_stats(redis, keys, model)
     written = {h.version: h.ts for h in kept}
     points = [replace(p, ts=written.get(p.version, p.ts)) for p in points]
     points = [p for p in points if since is None or p.ts > since]
     have = {p.version for p in points}
     extra: list[SeriesPoint] = []
     for h in kept:
-        if h.version in have or h.counters is None or not h.stats:
+        if h.version in have or h.stats is None:
             continue  # sampled already, or an entry from before history kept statistics
         if since is not None and h.ts <= since:
             continue
@@ -105,14 +105,54 @@ async def _with_checkpoints(
             stats = RunningStats.from_state(decode_state(h.stats))
         except (StateCodecError, KeyError, ValueError, TypeError):
             continue  # another version's layout: the sampled points still stand
-        extra.append(
-            SeriesPoint(
-                ts=h.ts,
-                version=h.version,
-                applied=h.counters.applied,
-                duplicate=h.counters.duplicate,
-                rejected=h.counters.rejected,
-                values=pick_values(stats.figures(), stats.last),
-            )
-        )
+        extra.append(replace(h, values=pick_values(stats.figures(), stats.last), stats=None))
     return sorted(points + extra, key=lambda p: p.version)
+
+
+# The kept checkpoints without their learner state (the bulk of each entry: d^2 floats or
+# more, up to the state budget): each entry's JSON head and statistics blob, cut in Redis
+# (layout in service/store/checkpoints.py: head, newline, ``slen`` bytes of state, stats).
+_KEPT_STATS_LUA = """
+local out = {}
+for i = 0, redis.call('LLEN', KEYS[1]) - 1 do
+  local item = redis.call('LINDEX', KEYS[1], i)
+  local nl = string.find(item, '\\n', 1, true)
+  if nl then
+    local ok, head = pcall(cjson.decode, string.sub(item, 1, nl - 1))
+    if ok and type(head) == 'table' and head['slen'] then
+      out[#out + 1] = string.sub(item, 1, nl) .. string.sub(item, nl + 1 + tonumber(head['slen']))
+    end
+  end
+end
+return out
+"""
+
+
+@dataclass(frozen=True)
+class _Kept(SeriesPoint):
+    stats: bytes | None = None
+
+
+async def _read_kept_stats(redis: RedisClient, keys: Keys, model: str) -> list[_Kept]:
+    """Each kept checkpoint that carries counters and statistics (entries written before
+    they were kept are left out), as a point without values yet and its statistics blob."""
+    raw = await redis.eval(_KEPT_STATS_LUA, 1, keys.history(model))
+    out: list[_Kept] = []
+    for item in raw or []:
+        data = item if isinstance(item, bytes) else str(item).encode("latin-1")
+        head_raw, _, stats = data.partition(b"\n")
+        try:
+            head = json.loads(head_raw)
+            out.append(
+                _Kept(
+                    ts=float(head["ts"]),
+                    version=int(head["version"]),
+                    applied=int(head["applied"]),
+                    duplicate=int(head["duplicate"]),
+                    rejected=int(head["rejected"]),
+                    stats=stats or None,
+                )
+            )
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
