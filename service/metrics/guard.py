@@ -179,19 +179,26 @@ class ScaleGuard:
             np.log10(a, out=lg, where=nz)
             if not np.isfinite(lg).all():  # a row the learner refuses: the per-row path
                 raise Refused("a non-finite value", at + int(np.argmax(~np.isfinite(lg).all(1))))
-            # the sums before each row, accumulated one row after the other
-            sums = np.add.accumulate(np.vstack([lsum, lg]), axis=0)
-            counts = np.add.accumulate(np.vstack([lcount, nz.astype(np.float64)]), axis=0)
-            if counts[0].min() >= WARMUP:  # every column has its scale (counts only grow):
-                # every row at once; a zero's log (0) is below every limit (>= 6)
-                limit = np.minimum(_LA, _LF + np.maximum(0.0, sums[:-1] / counts[:-1]))
-                if (lg > limit).any():
-                    raise Refused("scale", at)
-            else:  # a model's first rows: row by row, as ``admit`` decides them
-                for i in range(len(block)):
-                    if (nz[i] & (lg[i] > self._limits(sums[i], counts[i]))).any():
-                        raise Refused("scale", at + i)
-            lsum, lcount = sums[-1].copy(), counts[-1].copy()
+            warm = lcount.min() >= WARMUP  # every column has its scale (counts only grow)
+            if not warm or lg.max() > _LF:  # else every row passes: each limit is >= 1e6
+                # the sums before each row, accumulated one row after the other
+                sums = np.add.accumulate(np.vstack([lsum, lg]), axis=0)
+                counts = np.add.accumulate(np.vstack([lcount, nz.astype(np.float64)]), axis=0)
+                if warm:  # every row at once; a zero's log (0) is below every limit
+                    limit = np.minimum(_LA, _LF + np.maximum(0.0, sums[:-1] / counts[:-1]))
+                    if (lg > limit).any():
+                        raise Refused("scale", at)
+                else:  # a model's first rows: row by row, as ``admit`` decides them
+                    for i in range(len(block)):
+                        if (nz[i] & (lg[i] > self._limits(sums[i], counts[i]))).any():
+                            raise Refused("scale", at + i)
+                lsum, lcount = sums[-1].copy(), counts[-1].copy()
+            else:  # the same sums, one row after the other, in place: no copies
+                lg[0] += lsum
+                lsum = np.add.accumulate(lg, axis=0, out=lg)[-1].copy()
+                c = nz.astype(np.float64)
+                c[0] += lcount
+                lcount = np.add.accumulate(c, axis=0, out=c)[-1].copy()
         if lys is not None:
             self._admit_labels(lys)  # raises before changing anything
         self.lsum, self.lcount = lsum, lcount
