@@ -278,6 +278,16 @@ class ModelStatus(BaseModel):
         " its dedupe window can tell old events from new ones); null while it learns."
         " Re-create the model, or roll it back to a version whose events the log holds.",
     )
+    refusing: bool = Field(
+        False,
+        description="The model refused most of its recent events (at least half of 20 or"
+        " more): see GET /v1/models/{id}/deadletters for why.",
+    )
+    refused_share: float | None = Field(
+        None,
+        description="The share of its recent events (the last 100 or more its worker"
+        " decided) the model refused; null when none was refused since its worker loaded it.",
+    )
 
 
 class ModelOut(ModelSpec):
@@ -310,16 +320,6 @@ class PredictRequest(_Strict):
         json_schema_extra={
             "examples": [{"x": [0.1, -0.2, 0.3]}, {"instances": [[0.1, 0.2, 0.3], [1, 0, 0]]}]
         },
-    )
-    refusing: bool = Field(
-        False,
-        description="The model refused most of its recent events (at least half of 20 or"
-        " more): see GET /v1/models/{id}/deadletters for why.",
-    )
-    refused_share: float | None = Field(
-        None,
-        description="The share of its recent events (the last 100 or more its worker"
-        " decided) the model refused; null when none was refused since its worker loaded it.",
     )
 
     x: AnyVector | None = Field(None, description=X_DOC)
