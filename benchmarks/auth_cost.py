@@ -39,6 +39,7 @@ from typing import Any
 import _bench  # before numpy: pins BLAS threads
 import httpx
 import numpy as np
+import redis as redis_lib
 from _bench import RESULTS, ROOT, fmt_ratio, markdown_table, process_cpu_s, stop_processes, write
 
 from clients.wire import PREDICT_CONTENT_TYPE, encode_predict_batch
@@ -140,7 +141,7 @@ def main() -> None:
     procs: dict[str, subprocess.Popen] = {}
     ports: dict[str, int] = {}
     results: dict[tuple[str, str], list[dict]] = {}
-    redis_client = __import__("redis").Redis.from_url(redis)
+    redis_client = redis_lib.Redis.from_url(redis)
 
     def redis_cpu() -> float:
         cpu = redis_client.info("cpu")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -43,7 +44,7 @@ BASELINE = "13c450b"  # the code before scrapes shared a render
 def start_api(root: Path, redis: str, prefix: str, port: int, log: Path) -> subprocess.Popen:
     env = {
         k: v
-        for k, v in __import__("os").environ.items()
+        for k, v in os.environ.items()
         if not k.startswith("ONLINEPREDICT_") and k != "PYTHONPATH"
     }
     env.update(
