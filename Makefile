@@ -33,11 +33,19 @@ $(SYSTEM_STAMP):
 
 system-deps: $(SYSTEM_STAMP)
 
-## Run the whole test suite (CI runs exactly this).
+## mypy's cache per user, shared by every clone (a fresh clone checks in ~0.3 s of CPU
+## instead of ~14 s): mypy takes a cached module by its content's hash, whatever its path.
+MYPY_CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/onlinepredict-mypy
+export MYPY_CACHE_DIR
+
+## Run the whole test suite (CI runs exactly this), in TEST_JOBS processes (pytest-xdist;
+## each starts its own broker and Redis); the 25 slowest tests are listed at the end.
+## --dist loadgroup keeps a module's tests in one process (its module fixtures start once).
+TEST_JOBS ?= 2
 test: $(STAMP) $(SYSTEM_STAMP)
 	$(BIN)/ruff check learners service clients tests benchmarks examples deploy
 	$(BIN)/mypy learners service clients
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q --durations=25 -n $(TEST_JOBS) --dist loadgroup
 
 ## Learners only: no broker, no Redis.
 test-fast: $(STAMP)

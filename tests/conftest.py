@@ -22,6 +22,14 @@ Fixtures (names are the contract other test modules rely on):
   so cleaned up too), topics created; for tests that must not share state.
 
 The broker is memory-only: every test session starts with empty topics.
+
+``make test`` runs the suite in two pytest-xdist processes (``--dist loadgroup``): each is
+a session of its own, with its own broker, Redis and ``RUN_ID``, and runs whole modules (a
+module's fixtures start once). So a test may run beside any test of another module: it
+takes ports from ``free_port()``, keys, topics and groups from ``make_settings`` (or its
+own uuid), files under ``tmp_path``; never a fixed port, a fixed path or a name another
+module uses too. ``pytest.mark.xdist_group(name)`` spreads slices of one module
+(tests/sim/test_sim.py).
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
+import pytest
 
 from service.worker.audit import Audit
 from tests.sim.__main__ import violating_seeds
@@ -11,29 +10,31 @@ from tests.sim.faults import parse
 from tests.sim.run import run_seed
 
 SEEDS = 1500  # a prefix of the 2,000 run before: CI sat at its 20-minute limit
+FRAME_SEEDS = 400
+# one test per slice of seeds (a seed depends on nothing but its number), each its own
+# xdist group: make test's pytest-xdist spreads the slices over its processes
 CHUNK = 100
 
 
-def test_seeds_hold_the_exactly_once_oracle() -> None:
-    # two processes (the machine's cores; a seed depends on nothing but its number)
-    ranges = [(s, min(s + CHUNK, SEEDS), False, False) for s in range(0, SEEDS, CHUNK)]
-    with ProcessPoolExecutor(max_workers=2, mp_context=get_context("spawn")) as pool:
-        found = [hit for part in pool.map(violating_seeds, ranges) for hit in part]
+def _slices(seeds: int, name: str) -> list[object]:
+    return [
+        pytest.param(s, marks=pytest.mark.xdist_group(f"{name}-{s}"), id=str(s))
+        for s in range(0, seeds, CHUNK)
+    ]
+
+
+@pytest.mark.parametrize("start", _slices(SEEDS, "sim"))
+def test_seeds_hold_the_exactly_once_oracle(start: int) -> None:
+    found = violating_seeds((start, min(start + CHUNK, SEEDS), False, False))
     failed = [f"seed {seed}: {v[0]} (make sim SEED={seed})" for seed, v in found]
     assert not failed, "\n".join(failed[:5])
 
 
-FRAME_SEEDS = 400
-
-
-def test_frame_seeds_hold_the_exactly_once_oracle() -> None:
+@pytest.mark.parametrize("start", _slices(FRAME_SEEDS, "sim-frames"))
+def test_frame_seeds_hold_the_exactly_once_oracle(start: int) -> None:
     """The same protocol with a third of the examples in binary frames (docs/events.md §6):
     re-sent frames, ids twice in a frame, a bad row, a frame the learner refuses."""
-    ranges = [
-        (s, min(s + CHUNK, FRAME_SEEDS), False, False, True) for s in range(0, FRAME_SEEDS, CHUNK)
-    ]
-    with ProcessPoolExecutor(max_workers=2, mp_context=get_context("spawn")) as pool:
-        found = [hit for part in pool.map(violating_seeds, ranges) for hit in part]
+    found = violating_seeds((start, min(start + CHUNK, FRAME_SEEDS), False, False, True))
     failed = [f"seed {seed}: {v[0]} (make sim SEED={seed} SIM_FLAGS=--frames)" for seed, v in found]
     assert not failed, "\n".join(failed[:5])
 
