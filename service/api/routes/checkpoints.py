@@ -109,6 +109,7 @@ async def rollback(
         model.id,
         event_id,
         body.version,
+        incarnation=model.incarnation_id,
         discard_after=body.discard_after,
         skip_ids=body.skip_ids,
         stamp=stamp,
