@@ -64,6 +64,8 @@ def _api(settings, log: Path, port: int) -> subprocess.Popen[bytes]:  # type: ig
         settings,
         ONLINEPREDICT_API_PORT=str(port),
         ONLINEPREDICT_LOG_LEVEL="DEBUG",
+        # every access line too (off by default): the most the API ever writes
+        ONLINEPREDICT_LOG_VERBOSE="true",
         ONLINEPREDICT_KAFKA_SASL_PASSWORD=SASL_PW,
     )
     with open(log, "wb") as out:

@@ -43,6 +43,8 @@ NO_CHECKPOINT = {
     "discarded": 0,
     "updated_at": None,
     "halted": None,
+    "refusing": False,
+    "refused_share": None,
 }
 
 
@@ -703,6 +705,7 @@ def test_openapi_is_complete(client: TestClient) -> None:
         ("/v1/models/{model_id}/portfolio", "get"),
         ("/v1/models/{model_id}/blocks", "post"),
         ("/v1/models/{model_id}/checkpoints", "get"),
+        ("/v1/models/{model_id}/deadletters", "get"),
         ("/v1/models/{model_id}/rollback", "post"),
         ("/v1/models/{model_id}/series", "get"),
         ("/v1/models/{model_id}/metrics", "get"),

@@ -94,15 +94,16 @@ def test_recreated_model_learns_only_events_after_its_creation(
     assert_exact(problems)
 
 
-def test_model_events_on_another_partition_are_dead_lettered_not_replayed(
+def test_model_events_on_another_partition_are_forwarded_and_learned_once(
     make_settings, redis_client: redis_lib.Redis, tmp_path: Path
 ) -> None:
     """Partitions added to the events topic move a key to another partition: a model's later
     events land elsewhere than its earlier ones (emulated by producing to an explicit
     partition). A worker restart in between runs the assignment path for both. A model
-    lives on its home partition for life (docs/reliability.md, "Ordinary operations"): the
-    events elsewhere are dead-lettered with a reason naming the home partition and change
-    nothing, and the home partition is not replayed (before: 425 applied for 225)."""
+    lives on its home partition for life: the events elsewhere are forwarded to it with
+    their ids (docs/reliability.md, "Any producer, any partition") and learned once, in the
+    home partition's order; the home partition is not replayed (before the home partition:
+    425 applied for 225; before forwarding: the 20 moved events were dead-lettered)."""
     st = make_settings(**FAST, seen_ids_keep=SMALL_WINDOW)
     model = "moved"
     keys, spec = _registered(redis_client, st, model)
@@ -120,13 +121,20 @@ def test_model_events_on_another_partition_are_dead_lettered_not_replayed(
         tail = run(produce_at(st, examples(model, 3, 5, seed=145, tag="tail"), home))
         wait_committed(st, ends_of(before, after, tail), "the events after the restart")
         assert worker.stop() == 0
-    ref = replay({model: spec}, before + tail)
-    problems = mismatches(redis_client, keys, model, ref[model])
-    letters = [json.loads(v) for _, _, _, v in run(read_topic(st, st.deadletter_topic))]
+    log = run(read_topic(st, st.events_topic))
+    home_log = sorted(r for r in log if r[0] == home)  # the order the model learns in
     moved = {json.loads(v)["id"] for _, _, _, v in after}
-    named = {json.loads(d["value"])["id"] for d in letters if f"partition {home}" in d["reason"]}
-    if named != moved:
-        problems.append(f"{len(moved - named)} of the {len(moved)} moved events not dead-lettered")
+    forwarded = {json.loads(v)["id"] for _, _, _, v in home_log} & moved
+    ref = replay({model: spec}, home_log)
+    problems = mismatches(redis_client, keys, model, ref[model])
+    if forwarded != moved:
+        problems.append(f"{len(moved - forwarded)} of the {len(moved)} moved events not forwarded")
+    if len(ref[model].applied_ids) != 225:
+        problems.append(f"the home log holds {len(ref[model].applied_ids)} distinct ids, not 225")
+    letters = [json.loads(v) for _, _, _, v in run(read_topic(st, st.deadletter_topic))]
+    lettered = {json.loads(d["value"])["id"] for d in letters} & moved
+    if lettered:
+        problems.append(f"{len(lettered)} moved events dead-lettered")
     assert_exact(problems)
 
 

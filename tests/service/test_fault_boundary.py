@@ -187,15 +187,25 @@ def test_poisoned_stream_equals_the_stream_without_the_poison(
 
 
 def test_the_issue_record_is_rejected_with_a_readable_reason() -> None:
+    """The issue's record (every value 1e308) is refused by the scale guard before any step
+    (docs/reliability.md, "The guard"); one the guard lets through (pa's x is not guarded)
+    but whose step overflows is undone by the fault boundary. Both leave the model as it
+    was, say why, and the next valid event is learned."""
     rt = ModelRuntime.create({"id": "m", "kind": "pa", "dim": 3}, None, [], seen_keep=10)
     before = _fingerprint(rt)
     bad = Event("m", "e1", [1e308, 1e308, 1e308], 1e308)
     [(outcome, reason)] = rt.handle_many([(bad, 0, 0)])
     assert outcome == REJECTED
-    assert "could not apply the event" in reason and "Overflow" in reason
+    assert "refused the event" in reason and "The guard" in reason, reason
     assert _fingerprint(rt) == before
-    ok = Event("m", "e2", [1.0, 2.0, 3.0], 1.0)
-    assert rt.handle_many([(ok, 0, 1)]) == [(APPLIED, "")]
+    overflowing = Event("m", "e2", [1e308, 1e308, 1e308], 1.0)
+    with np.errstate(over="ignore"):
+        [(outcome, reason)] = rt.handle_many([(overflowing, 0, 1)])
+    assert outcome == REJECTED
+    assert "could not apply the event" in reason and "non-finite" in reason, reason
+    assert _fingerprint(rt) == before
+    ok = Event("m", "e3", [1.0, 2.0, 3.0], 1.0)
+    assert rt.handle_many([(ok, 0, 2)]) == [(APPLIED, "")]
 
 
 def test_a_nan_left_behind_is_a_fault_even_without_an_exception(
