@@ -197,3 +197,34 @@ def linear_rows(n: int, dim: int, seed: int) -> tuple[list[list[float]], list[fl
     X = np.round(rng.normal(size=(n, dim)) / np.sqrt(dim), 6)
     y = np.round(X @ w + 0.1 * rng.normal(size=n), 6)
     return X.tolist(), y.tolist()
+
+
+def spawn_api(root: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """``onlinepredict api`` of the tree ``root`` with the environment ``env``, its output
+    in ``log``."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "api"],
+            cwd=root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+
+
+def wait_api(port: int, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    """Until the API on ``port`` answers ``/healthz``; its log's tail if it exits first."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"API on {port} exited: {log.read_text(errors='replace')[-2000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"API on {port} did not come up")

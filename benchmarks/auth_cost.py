@@ -75,29 +75,7 @@ def start_api(settings: Any, port: int, extra: dict[str, str], log: Path) -> sub
         PYTHONPATH=str(ROOT),
         **extra,
     )
-    with open(log, "wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "api"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-
-
-def wait_up(port: int, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"API on {port} exited: {log.read_text(errors='replace')[-2000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"API on {port} did not come up")
+    return _bench.spawn_api(ROOT, env, log)
 
 
 def load(port: int, path: str, body: Path, seconds: float, conns: int, key: str | None) -> dict:
@@ -152,7 +130,7 @@ def main() -> None:
             ports[name] = free_port()
             procs[name] = start_api(settings, ports[name], extra, tmp / f"{name}.log")
         for name in CONFIGS:
-            wait_up(ports[name], procs[name], tmp / f"{name}.log")
+            _bench.wait_api(ports[name], procs[name], tmp / f"{name}.log")
         spec = {"id": MODEL, "kind": "pa", "dim": DIM}
         r = httpx.post(
             f"http://127.0.0.1:{ports['keys']}/v1/models", json=spec, headers={"X-API-Key": ADMIN}

@@ -58,29 +58,7 @@ def start_api(root: Path, redis: str, prefix: str, port: int, log: Path) -> subp
         ONLINEPREDICT_LOG_LEVEL="WARNING",
         PYTHONPATH=str(root),
     )
-    with open(log, "wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "api"],
-            cwd=root,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-
-
-def wait_up(port: int, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(log.read_text(errors="replace")[-2000:])
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"API on {port} did not come up")
+    return _bench.spawn_api(root, env, log)
 
 
 def victim(port: int, body: Path, seconds: float) -> dict[str, Any]:
@@ -161,7 +139,7 @@ def main() -> None:
             ports[name] = free_port()
             procs[name] = start_api(root, redis, prefix, ports[name], tmp / f"{len(procs)}.log")
         for i, name in enumerate(trees):
-            wait_up(ports[name], procs[name], tmp / f"{i}.log")
+            _bench.wait_api(ports[name], procs[name], tmp / f"{i}.log")
             httpx.get(f"http://127.0.0.1:{ports[name]}/metrics", timeout=30)  # warm
         for _ in range(args.rounds):
             for scrapers in (0, args.scrapers):

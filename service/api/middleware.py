@@ -153,7 +153,7 @@ class LimitsAndTiming:
             except _TooLarge:
                 await _reply(send, 413, _too_large(self.max_body), close=True)
                 return
-            receive = _replay(body, receive)
+            receive = replay_body(body, receive)
         if self.max_concurrency is None or scope["path"] in EXEMPT:
             await self.app(scope, receive, send)
             return
@@ -239,8 +239,9 @@ def _secret(scope: Scope) -> str | None:
     return bearer
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """The body read already, then whatever the connection says next (a disconnect)."""
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """``receive`` for an app that reads the body again: the body read already, then
+    whatever the connection says next (a disconnect)."""
     pending = True
 
     async def replay() -> Message:

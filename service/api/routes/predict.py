@@ -40,7 +40,7 @@ import orjson
 from fastapi import APIRouter, HTTPException, Request, Response, status
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from clients.batch_answer import ANSWER_CONTENT_TYPE, prediction_ids
 from clients.wire import PREDICT_CONTENT_TYPE
@@ -51,6 +51,7 @@ from service.api.batch_body import decode_predict_batch
 from service.api.cost import check_cost
 from service.api.deps import CacheDep, ModelIdPath, get_model
 from service.api.errors import InvalidInput
+from service.api.middleware import replay_body
 from service.api.redis_access import RedisAccess
 from service.api.routes._common import check_vectors, dense_rows, errors, jsonable
 from service.api.schemas import ModelSpec, PredictRequest, PredictResponse
@@ -330,7 +331,7 @@ class PredictRoute(APIRoute):
         body = await request.body()
         parsed = _plain_request(request, body)
         if parsed is None:
-            await super().handle(scope, _replay(body, receive), send)
+            await super().handle(scope, replay_body(body, receive), send)
             return
         rows, hints, what, X = parsed
         model_id = scope["path_params"]["model_id"]
@@ -352,7 +353,7 @@ class PredictRoute(APIRoute):
         X, hints = decode_predict_batch(body, request.app.state.settings.max_batch)
         if overridden:
             as_json = orjson.dumps({"instances": X.tolist(), "hints": hints})
-            await super().handle(_as_json_scope(scope), _replay(as_json, receive), send)
+            await super().handle(_as_json_scope(scope), replay_body(as_json, receive), send)
             return
         model_id = scope["path_params"]["model_id"]
         rows = cast(Sequence[Sequence[float]], X)  # an (n, d) array reads as its rows
@@ -391,21 +392,6 @@ def _plain_request(
         if not all(map(math.isfinite, chain.from_iterable(parsed[0]))):
             return None
     return (*parsed, X)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """``receive`` for a handler that reads the body again: the body read already, then
-    whatever the connection says next (a disconnect)."""
-    pending = True
-
-    async def replay() -> Message:
-        nonlocal pending
-        if pending:
-            pending = False
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 router = APIRouter(prefix="/v1/models", tags=["predict"], route_class=PredictRoute)
