@@ -87,11 +87,24 @@ def _wheel_binary(package: str, name: str, *, what: str, dist: str) -> str:
     return found
 
 
+# ports this process has promised to a server it starts later (``reserve_ports``): a port
+# the kernel calls free now may be one the API will bind in a few seconds
+_reserved: set[int] = set()
+
+
+def reserve_ports(*ports: int) -> None:
+    """Never hand out ``ports`` from ``free_port`` in this process."""
+    _reserved.update(p for p in ports if p)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    """A TCP port nobody listens on right now, and none that ``reserve_ports`` named."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = int(s.getsockname()[1])
+        if port not in _reserved:
+            return port
 
 
 def _exchange(host: str, port: int, payload: bytes, timeout: float) -> bytes:

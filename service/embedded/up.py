@@ -51,6 +51,7 @@ from service.embedded.stack import (
     broker_answers,
     free_port,
     redis_answers,
+    reserve_ports,
     start_broker,
     start_redis,
 )
@@ -481,6 +482,9 @@ class Stack:
         if self.log_dir:
             self.log_dir.mkdir(parents=True, exist_ok=True)
         host, port = self.settings.api_host, self.settings.api_port
+        # the API binds its ports last: no child started before it may take them (a free
+        # port for a worker's metrics was once the API's, and answered its requests 404)
+        reserve_ports(port, self.settings.metrics_port)
         if not port_bindable(host, port):  # before anything is started
             raise StackError(
                 f"the API port {host}:{port} is taken (another `up` or `api`?):"
